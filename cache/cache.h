@@ -1,0 +1,65 @@
+/*
+** cache.h -- the cubin cache: an in-memory table in front of an on-disk
+** store of checksummed entries (layout in docs/cache.md).
+*/
+#ifndef COLLGEN_CACHE_H
+#define COLLGEN_CACHE_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define COLLGEN_CACHE_FORMAT 1
+
+/* One cache entry: the cubin plus what collgen needs without parsing it. */
+typedef struct collgen__entry {
+  uint8_t key[32];
+  uint8_t *cubin;          /* owned by the entry */
+  size_t size;
+  int registers;
+  int spill_bytes;
+  int nvrtc_major, nvrtc_minor;
+  char kernel[96];
+  char canonical[256];
+  struct collgen__entry *next; /* memory-table chain */
+} collgen__entry;
+
+typedef struct collgen__cache collgen__cache;
+
+/* Opens a cache at `dir` (NULL = default location). An unusable directory
+** gives a memory-only cache and one warning on stderr; this never fails
+** except for lack of memory. */
+int collgen__cache_open(collgen__cache **out, const char *dir);
+void collgen__cache_close(collgen__cache *c);
+/* The directory in use, or NULL when memory-only. */
+const char *collgen__cache_dir(const collgen__cache *c);
+
+/* Memory lookup; the entry stays owned by the cache. */
+const collgen__entry *collgen__cache_find_memory(collgen__cache *c,
+                                                 const uint8_t key[32]);
+/* Disk lookup: on a valid entry loads it into memory and returns it. A
+** corrupt, truncated or mismatched entry is deleted and counts as a miss
+** (NULL). `nvrtc_major` >= 0 also rejects entries built by another NVRTC. */
+const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
+                                               const uint8_t key[32],
+                                               int nvrtc_major, int nvrtc_minor);
+/* Stores an entry (takes ownership of e and its cubin) in memory and, when
+** the cache has a directory, on disk; then evicts least-recently-used files
+** beyond $COLLGEN_CACHE_MAX_BYTES. Disk failures only warn. */
+const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e);
+
+/* Reads and verifies one entry file. Returns 0 and fills *e (caller frees
+** e->cubin) or a negative code with a reason in err. */
+int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
+                             size_t n);
+
+/* Walks every entry file under dir: cb(path, size, atime, ctx). */
+typedef void (*collgen__cache_walk_fn)(const char *path, int64_t size,
+                                       int64_t atime, void *ctx);
+int collgen__cache_walk(const char *dir, collgen__cache_walk_fn cb, void *ctx);
+/* Removes all entries and temp files under dir. Returns removed count. */
+int collgen__cache_clear(const char *dir);
+/* Evicts least-recently-used entries until the total is <= max_bytes,
+** sparing `keep` (may be NULL). Returns the number removed. */
+int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep);
+#endif

@@ -1,0 +1,51 @@
+-- Entry point of the Lua side of the generator, called from src/lua_host.c.
+-- `import`, `read_source` and `compile_chunk` are provided by the C host;
+-- there is no io, os, load or require in this environment.
+
+local planner = import("planner")
+local template = import("template")
+
+local M = {}
+
+-- Helpers visible to every template (read-only).
+local utils = setmetatable({
+  -- Integer range [a, b] as a list, for `% for _, i in ipairs(range(0, n-1))`.
+  range = function(a, b)
+    local t = {}
+    for i = a, b do t[#t + 1] = i end
+    return t
+  end,
+  join = function(list, sep) return table.concat(list, sep) end,
+  static_assert = function(cond, msg)
+    if not cond then error("template assertion failed: " .. msg, 2) end
+  end,
+  string = string, math = math, table = table, ipairs = ipairs,
+  tostring = tostring, error = error, type = type,
+}, { __newindex = function() error("template utilities are read-only", 2) end })
+
+local renderer = template.new(read_source, compile_chunk, utils)
+
+local DTYPE_INFO = {
+  bf16 = { ctype = "unsigned short", bytes = 2 },
+  f16  = { ctype = "unsigned short", bytes = 2 },
+  f32  = { ctype = "float", bytes = 4 },
+}
+
+function M.plan(shape) return planner.plan(shape) end
+
+function M.canonical(spec) return planner.canonical(spec) end
+
+-- Renders the CUDA C of a spec. `line_directives` adds #line directives
+-- pointing at the templates.
+function M.render(spec, line_directives)
+  local d = DTYPE_INFO[spec.dtype]
+  local vars = {
+    spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
+    esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
+    COLS = spec.cols, ITEMS = spec.items, algo = spec.algo,
+    MAX_BLOCKS = planner.MAX_BLOCKS,
+  }
+  return renderer.render(spec.template, vars, line_directives)
+end
+
+return M

@@ -1,0 +1,207 @@
+/*
+** comm.c -- the communicator: devices, primary contexts, peer access,
+** per-rank signal buffers and the host-mapped error records.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_internal.h"
+
+void collgen_comm_options_init(collgen_comm_options_t *o) {
+  memset(o, 0, sizeof *o);
+}
+
+static void release_all(collgen_comm_t *c) {
+  for (int i = 0; i < c->nloaded; ++i) {
+    collgen__cu.cuCtxSetCurrent(c->loaded[i].ctx);
+    collgen__cu.cuModuleUnload(c->loaded[i].module);
+  }
+  free(c->loaded);
+  for (int r = 0; r < c->ndev; ++r) {
+    if (c->signal[r]) {
+      collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+      collgen__cu.cuMemFree(c->signal[r]);
+    }
+  }
+  if (c->errors) collgen__cu.cuMemFreeHost(c->errors);
+  for (int r = 0; r < c->ndev; ++r)
+    if (c->retained[r]) collgen__cu.cuDevicePrimaryCtxRelease(c->cudev[r]);
+  collgen__cu.cuCtxSetCurrent(NULL);
+  collgen_generator_destroy(c->gen);
+  free(c);
+}
+
+static int validate_devices(int ndev, const int *devices, int allow_shared,
+                            char *err, size_t n) {
+  if (ndev < 1 || ndev > COLLGEN_MAX_DEVICES)
+    return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG,
+                         "ndev must be 1..%d, got %d", COLLGEN_MAX_DEVICES, ndev);
+  if (!devices) return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "devices is NULL");
+  int count = 0;
+  collgen__cu.cuDeviceGetCount(&count);
+  for (int i = 0; i < ndev; ++i) {
+    if (devices[i] < 0 || devices[i] >= count)
+      return collgen__fail(err, n, COLLGEN_ERR_NO_DEVICE,
+                           "device %d does not exist (%d visible)", devices[i], count);
+    for (int j = 0; j < i; ++j)
+      if (devices[j] == devices[i] && !allow_shared)
+        return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG,
+                             "device %d is listed twice (ranks %d and %d)",
+                             devices[i], j, i);
+  }
+  return COLLGEN_OK;
+}
+
+/* Enables peer access from rank a's context to rank b's, recording the
+** matrix. Distinct devices without P2P are recorded, not refused: the ops
+** refuse a group that contains such a pair. */
+static int connect_peers(collgen_comm_t *c) {
+  int rc = COLLGEN_OK;
+  for (int a = 0; a < c->ndev; ++a) {
+    for (int b = 0; b < c->ndev; ++b) {
+      if (c->devices[a] == c->devices[b]) {
+        c->p2p[a][b] = 1;
+        continue;
+      }
+      int can = 0;
+      COLLGEN_CU_GOTO(collgen__cu.cuDeviceCanAccessPeer(&can, c->cudev[a], c->cudev[b]),
+                      rc, c->err, sizeof c->err, out);
+      c->p2p[a][b] = can;
+      if (!can) continue;
+      COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[a]), rc, c->err, sizeof c->err, out);
+      CUresult r = collgen__cu.cuCtxEnablePeerAccess(c->ctx[b], 0);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+        rc = collgen__cu_fail(r, "cuCtxEnablePeerAccess", c->err, sizeof c->err);
+        goto out;
+      }
+      int perf = 0;
+      collgen__cu.cuDeviceGetP2PAttribute(&perf, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                          c->cudev[a], c->cudev[b]);
+      c->nvlink[a][b] = perf; /* native atomics over the link: NVLink on H200s */
+    }
+  }
+out:
+  return rc;
+}
+
+int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
+                        const collgen_comm_options_t *options) {
+  char err[COLLGEN_ERRBUF];
+  if (!out) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "out is NULL");
+  *out = NULL;
+  collgen_comm_options_t defaults;
+  collgen_comm_options_init(&defaults);
+  if (!options) options = &defaults;
+  int rc = collgen__driver_load(err, sizeof err);
+  if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
+  rc = validate_devices(ndev, devices, options->allow_shared_devices, err, sizeof err);
+  if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
+  if (options->max_blocks < 0 || options->max_blocks > COLLGEN_SIGNAL_MAX_BLOCKS)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..%d",
+                             COLLGEN_SIGNAL_MAX_BLOCKS);
+
+  collgen_comm_t *c = calloc(1, sizeof *c);
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");
+  c->ndev = ndev;
+  c->timeout_ms = options->timeout_ms > 0 ? options->timeout_ms : collgen__param_timeout_ms();
+  c->max_blocks = options->max_blocks;
+  c->launch_mask = options->launch_mask;
+  rc = collgen_generator_create(&c->gen, options->cache_dir);
+  if (rc != COLLGEN_OK) {
+    snprintf(c->err, sizeof c->err, "%s", collgen_last_error());
+    goto fail;
+  }
+  for (int r = 0; r < ndev; ++r) {
+    c->devices[r] = devices[r];
+    COLLGEN_CU_GOTO(collgen__cu.cuDeviceGet(&c->cudev[r], devices[r]), rc, c->err, sizeof c->err, fail);
+    COLLGEN_CU_GOTO(collgen__cu.cuDevicePrimaryCtxRetain(&c->ctx[r], c->cudev[r]), rc, c->err,
+                    sizeof c->err, fail);
+    c->retained[r] = 1;
+    int major = 0, minor = 0;
+    collgen__cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->cudev[r]);
+    collgen__cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->cudev[r]);
+    snprintf(c->arch[r], sizeof c->arch[r], "sm_%d%d", major, minor);
+    if (major < 8) {
+      rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                         "device %d is %s; collgen needs sm_80 or newer", devices[r], c->arch[r]);
+      goto fail;
+    }
+  }
+  rc = connect_peers(c);
+  if (rc != COLLGEN_OK) goto fail;
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc((void **)&c->errors,
+                                             sizeof(unsigned int) * COLLGEN_ERROR_WORDS * COLLGEN_MAX_DEVICES,
+                                             CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                  rc, c->err, sizeof c->err, fail);
+  memset(c->errors, 0, sizeof(unsigned int) * COLLGEN_ERROR_WORDS * COLLGEN_MAX_DEVICES);
+  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostGetDevicePointer(&c->errors_dev, c->errors, 0), rc, c->err,
+                  sizeof c->err, fail);
+  for (int r = 0; r < ndev; ++r) {
+    COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, fail);
+    COLLGEN_CU_GOTO(collgen__cu.cuMemAlloc(&c->signal[r], sizeof(collgen__signal)), rc, c->err,
+                    sizeof c->err, fail);
+    COLLGEN_CU_GOTO(collgen__cu.cuMemsetD8(c->signal[r], 0, sizeof(collgen__signal)), rc, c->err,
+                    sizeof c->err, fail);
+    COLLGEN_CU_GOTO(collgen__cu.cuCtxSynchronize(), rc, c->err, sizeof c->err, fail);
+  }
+  collgen__cu.cuCtxSetCurrent(NULL);
+  *out = c;
+  return COLLGEN_OK;
+fail:
+  collgen__set_tls_error(c->err);
+  release_all(c);
+  return rc;
+}
+
+void collgen_comm_destroy(collgen_comm_t *c) {
+  if (c) release_all(c);
+}
+
+const char *collgen_comm_last_error(const collgen_comm_t *c) {
+  return c ? c->err : collgen_last_error();
+}
+
+int collgen_comm_info(collgen_comm_t *c, collgen_comm_info_t *info) {
+  if (!c || !info) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  memset(info, 0, sizeof *info);
+  info->ndev = c->ndev;
+  info->signal_bytes_per_rank = sizeof(collgen__signal);
+  for (int a = 0; a < c->ndev; ++a) {
+    info->devices[a] = c->devices[a];
+    snprintf(info->arch[a], sizeof info->arch[a], "%s", c->arch[a]);
+    for (int b = 0; b < c->ndev; ++b) {
+      info->p2p[a][b] = c->p2p[a][b];
+      const char *link = c->devices[a] == c->devices[b] ? "self"
+                         : !c->p2p[a][b]                ? "none"
+                         : c->nvlink[a][b]              ? "NVLink"
+                                                        : "PCIe";
+      snprintf(info->link[a][b], sizeof info->link[a][b], "%s", link);
+    }
+  }
+  return COLLGEN_OK;
+}
+
+int collgen__comm_check_errors(collgen_comm_t *c) {
+  for (int r = 0; r < c->ndev; ++r) {
+    volatile unsigned int *e = c->errors + r * COLLGEN_ERROR_WORDS;
+    if (e[0] == 0) continue;
+    /* e[1] is the waiting rank's group rank, e[2] the missing peer's: map
+    ** both back to communicator ranks through the waiting rank r. */
+    unsigned int group_base = (unsigned)r - e[1];
+    unsigned int peer = group_base + e[2];
+    int peer_dev = peer < (unsigned)c->ndev ? c->devices[peer] : -1;
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_TIMEOUT,
+                         "rank %d (device %d) waited more than %d ms in block %u for "
+                         "rank %u (device %d), which never arrived; this "
+                         "communicator is unusable now, destroy it",
+                         r, c->devices[r], c->timeout_ms, e[3], peer, peer_dev);
+  }
+  return COLLGEN_OK;
+}
+
+int collgen_comm_check(collgen_comm_t *c) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  return collgen__comm_check_errors(c);
+}

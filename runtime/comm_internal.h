@@ -1,0 +1,39 @@
+/*
+** comm_internal.h -- the communicator's state, shared by comm.c and ops.c.
+*/
+#ifndef COLLGEN_COMM_INTERNAL_H
+#define COLLGEN_COMM_INTERNAL_H
+#include "driver.h"
+#include "kparams.h"
+
+/* A kernel loaded into one context. */
+typedef struct {
+  char key[65];
+  CUcontext ctx;
+  CUmodule module;
+  CUfunction fn;
+} collgen__loaded;
+
+struct collgen_comm {
+  int ndev;
+  int devices[COLLGEN_MAX_DEVICES];
+  CUdevice cudev[COLLGEN_MAX_DEVICES];
+  CUcontext ctx[COLLGEN_MAX_DEVICES];       /* retained primary contexts */
+  int retained[COLLGEN_MAX_DEVICES];
+  char arch[COLLGEN_MAX_DEVICES][16];
+  int p2p[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
+  int nvlink[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
+  CUdeviceptr signal[COLLGEN_MAX_DEVICES];  /* one per rank */
+  unsigned int *errors;                     /* host-mapped, 4 words per rank */
+  CUdeviceptr errors_dev;
+  int timeout_ms, max_blocks;
+  unsigned launch_mask;
+  collgen_generator_t *gen;
+  collgen__loaded *loaded;
+  int nloaded, cap_loaded;
+  char err[COLLGEN_ERRBUF];
+};
+
+/* Returns COLLGEN_ERR_TIMEOUT with a message if a kernel recorded one. */
+int collgen__comm_check_errors(collgen_comm_t *c);
+#endif

@@ -1,0 +1,83 @@
+/*
+** cmd_cache.c -- `collgen cache ls|verify|clear [--cache-dir D]`.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "sha256.h"
+
+static const char help[] =
+    "usage: collgen cache ls|verify|clear [--cache-dir D]\n"
+    "  ls      one line per entry: key prefix, bytes, registers, kernel, spec\n"
+    "  verify  check every entry's header and checksum; remove bad ones\n"
+    "          (exit 1 if any was bad)\n"
+    "  clear   remove every entry\n";
+
+typedef struct {
+  int entries, bad;
+  int64_t bytes;
+  int verify, list;
+} walk_state;
+
+static void visit(const char *path, int64_t size, int64_t atime, void *ctx) {
+  (void)atime;
+  walk_state *w = ctx;
+  collgen__entry e;
+  char why[256];
+  w->entries++;
+  w->bytes += size;
+  if (collgen__cache_read_file(path, &e, why, sizeof why) != COLLGEN_OK) {
+    w->bad++;
+    if (w->verify) {
+      printf("BAD  %s: %s (removed)\n", path, why);
+      unlink(path);
+    } else {
+      printf("BAD  %s: %s\n", path, why);
+    }
+    return;
+  }
+  if (w->list) {
+    char hex[65];
+    collgen__hex(e.key, hex);
+    const char *arch = strstr(e.canonical, "arch=");
+    printf("%.12s %8zu B %3d regs  %-52s %.*s\n", hex, e.size, e.registers, e.kernel,
+           arch ? (int)strcspn(arch + 5, ";") : 0, arch ? arch + 5 : "");
+  }
+  free(e.cubin);
+}
+
+int cmd_cache(int argc, char **argv) {
+  if (argc < 2 || cli_is_help(argv[1])) {
+    fputs(help, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *sub = argv[1];
+  char dir[4096] = "";
+  for (int i = 2; i < argc; ++i) {
+    if (cli_is_help(argv[i])) { fputs(help, stdout); return 0; }
+    if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
+    else return cli_usage_error("cache", "unknown option '%s'", argv[i]);
+  }
+  if (!dir[0] && collgen__default_cache_dir(dir, sizeof dir) != 0) {
+    fprintf(stderr, "collgen cache: no cache directory (set COLLGEN_CACHE_DIR)\n");
+    return 1;
+  }
+  if (strcmp(sub, "clear") == 0) {
+    printf("cache clear: removed %d entries from %s\n", collgen__cache_clear(dir), dir);
+    return 0;
+  }
+  walk_state w = {0, 0, 0, strcmp(sub, "verify") == 0, strcmp(sub, "ls") == 0};
+  if (!w.verify && !w.list) return cli_usage_error("cache", "unknown subcommand '%s'", sub);
+  if (access(dir, F_OK) != 0) {
+    printf("cache %s: %s does not exist (0 entries)\n", sub, dir);
+    return 0;
+  }
+  collgen__cache_walk(dir, visit, &w);
+  printf("cache %s: %d entries, %lld bytes, %d bad, in %s\n", sub, w.entries,
+         (long long)w.bytes, w.bad, dir);
+  return w.bad ? 1 : 0;
+}

@@ -1,0 +1,267 @@
+/*
+** cmd_demo.c -- `collgen demo`, the main job. On a GPU machine it runs
+** both ops on every visible GPU (up to 8), checks them against the CPU
+** reference and prints timings. Without a GPU it generates and compiles the
+** demo's kernels into the cache and says why it stops there.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "devbuf.h"
+#include "reference.h"
+
+#define AR_ELEMS (16 * 1024 * 1024 + 3) /* odd: exercises the scalar tail */
+#define RMS_ROWS 64                     /* per rank; rank 0 gets one more */
+#define RMS_COLS 8192
+#define ITERS 20
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float rand_unit(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) collgen__ref_store(dt, p, i, rand_unit());
+}
+
+static int compile_only(const char *why) {
+  printf("collgen demo: no GPU found (%s)\n", why);
+  printf("collgen demo: generating and compiling the demo kernels into the cache instead\n");
+  collgen_generator_t *g;
+  if (collgen_generator_create(&g, NULL) != COLLGEN_OK) {
+    fprintf(stderr, "collgen demo: %s\n", collgen_last_error());
+    return 1;
+  }
+  int failed = 0;
+  for (int op = 0; op < 2; ++op) {
+    collgen_shape_t s;
+    collgen_shape_init(&s, (collgen_op_t)op);
+    s.elems = AR_ELEMS;
+    s.rows = 2 * RMS_ROWS + 1;
+    s.cols = RMS_COLS;
+    collgen_kernel_info_t info;
+    int rc = collgen_get_kernel(g, &s, &info);
+    if (rc != COLLGEN_OK) {
+      fprintf(stderr, "collgen demo: %s\n", collgen_generator_last_error(g));
+      failed = 1;
+      continue;
+    }
+    printf("  %-52s %6zu B cubin, %3d registers, %d spill bytes, %s, %.1f ms\n",
+           info.kernel, info.cubin_size, info.registers, info.spill_bytes,
+           info.cache_hit ? "cached" : "compiled", info.milliseconds);
+  }
+  collgen_generator_destroy(g);
+  printf("collgen demo: kernels are in the cache; run on a GPU machine to execute them\n");
+  return failed;
+}
+
+typedef struct {
+  collgen_comm_t *comm;
+  int n;
+  collgen_stream_t streams[COLLGEN_MAX_DEVICES];
+} demo_ctx;
+
+static double time_op(demo_ctx *d, int (*run)(demo_ctx *, void *), void *arg) {
+  double best[ITERS];
+  for (int i = 0; i < ITERS; ++i) {
+    double t0 = collgen__now_ms();
+    if (run(d, arg) != COLLGEN_OK || collgen__dev_sync_all(d->comm, d->streams) != COLLGEN_OK)
+      return -1;
+    best[i] = collgen__now_ms() - t0;
+  }
+  double m = best[0];
+  for (int i = 1; i < ITERS; ++i) if (best[i] < m) m = best[i];
+  return m * 1000.0;
+}
+
+typedef struct {
+  void *in[COLLGEN_MAX_DEVICES], *out[COLLGEN_MAX_DEVICES];
+  int64_t shape[1];
+} ar_args;
+
+static int run_ar(demo_ctx *d, void *vp) {
+  ar_args *a = vp;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
+  return collgen_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, shapes,
+                               (const void *const *)a->in, a->out, 0, d->streams);
+}
+
+static int demo_allreduce(demo_ctx *d) {
+  const int64_t n = AR_ELEMS;
+  const size_t bytes = (size_t)n * 2;
+  ar_args a = {{0}, {0}, {n}};
+  void *host_in[COLLGEN_MAX_DEVICES] = {0};
+  void *expect = malloc(bytes), *got = malloc(bytes);
+  int ok = expect && got;
+  for (int r = 0; ok && r < d->n; ++r) {
+    host_in[r] = malloc(bytes);
+    ok = host_in[r] && collgen__dev_alloc(d->comm, r, bytes, &a.in[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, bytes, &a.out[r]) == 0;
+    if (ok) {
+      fill_random(COLLGEN_DTYPE_BF16, host_in[r], n);
+      ok = collgen__dev_upload(d->comm, r, a.in[r], host_in[r], bytes) == 0 &&
+           collgen__dev_fill(d->comm, r, a.out[r], 0xff, bytes) == 0;
+    }
+  }
+  int rc = ok ? run_ar(d, &a) : COLLGEN_ERR_CUDA;
+  if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
+  int mismatches = 0;
+  if (rc == COLLGEN_OK) {
+    collgen__ref_allreduce(COLLGEN_DTYPE_BF16, n, d->n, (const void *const *)host_in, expect);
+    for (int r = 0; r < d->n; ++r) {
+      collgen__dev_download(d->comm, r, got, a.out[r], bytes);
+      if (memcmp(got, expect, bytes) != 0) mismatches++;
+    }
+  }
+  double us = rc == COLLGEN_OK ? time_op(d, run_ar, &a) : -1;
+  if (rc != COLLGEN_OK)
+    printf("  allreduce_sum      FAILED: %s: %s\n", collgen_status_name(rc),
+           collgen_comm_last_error(d->comm));
+  else
+    printf("  allreduce_sum      bf16 x %lld elems on %d GPU(s): %s, %.1f us (best of %d, "
+           "%.1f GB/s algbw)\n", (long long)n, d->n,
+           mismatches ? "MISMATCH vs CPU reference" : "bitwise equal to CPU reference", us,
+           ITERS, (double)bytes / (us * 1e3));
+  for (int r = 0; r < d->n; ++r) {
+    collgen__dev_free(d->comm, r, a.in[r]);
+    collgen__dev_free(d->comm, r, a.out[r]);
+    free(host_in[r]);
+  }
+  free(expect);
+  free(got);
+  return rc != COLLGEN_OK || mismatches;
+}
+
+typedef struct {
+  void *in[COLLGEN_MAX_DEVICES], *normed[COLLGEN_MAX_DEVICES], *resid[COLLGEN_MAX_DEVICES];
+  void *gamma[COLLGEN_MAX_DEVICES];
+  int64_t shapes[COLLGEN_MAX_DEVICES][2];
+} rms_args;
+
+static int run_rms(demo_ctx *d, void *vp) {
+  rms_args *a = vp;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  for (int r = 0; r < d->n; ++r) shapes[r] = a->shapes[r];
+  return collgen_allgather_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes,
+                                   (const void *const *)a->in, a->normed, a->resid,
+                                   (const void *const *)a->gamma, 1e-6f, 1.0f, 0, d->streams);
+}
+
+static int demo_rmsnorm(demo_ctx *d) {
+  rms_args a;
+  memset(&a, 0, sizeof a);
+  int64_t rows[COLLGEN_MAX_DEVICES], total = 0;
+  const void *host_in[COLLGEN_MAX_DEVICES] = {0};
+  for (int r = 0; r < d->n; ++r) {
+    rows[r] = RMS_ROWS + (r == 0);
+    a.shapes[r][0] = rows[r];
+    a.shapes[r][1] = RMS_COLS;
+    total += rows[r];
+  }
+  size_t out_bytes = (size_t)(total * RMS_COLS) * 2, gbytes = RMS_COLS * 2;
+  void *gamma = malloc(gbytes), *normed = malloc(out_bytes), *resid = malloc(out_bytes);
+  void *got = malloc(out_bytes);
+  int ok = gamma && normed && resid && got;
+  if (ok) fill_random(COLLGEN_DTYPE_BF16, gamma, RMS_COLS);
+  for (int r = 0; ok && r < d->n; ++r) {
+    size_t b = (size_t)(rows[r] * RMS_COLS) * 2;
+    void *h = malloc(b);
+    host_in[r] = h;
+    ok = h && collgen__dev_alloc(d->comm, r, b, &a.in[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, out_bytes, &a.normed[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, out_bytes, &a.resid[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, gbytes, &a.gamma[r]) == 0;
+    if (ok) {
+      fill_random(COLLGEN_DTYPE_BF16, h, rows[r] * RMS_COLS);
+      ok = collgen__dev_upload(d->comm, r, a.in[r], h, b) == 0 &&
+           collgen__dev_upload(d->comm, r, a.gamma[r], gamma, gbytes) == 0 &&
+           collgen__dev_fill(d->comm, r, a.normed[r], 0xff, out_bytes) == 0 &&
+           collgen__dev_fill(d->comm, r, a.resid[r], 0xff, out_bytes) == 0;
+    }
+  }
+  int rc = ok ? run_rms(d, &a) : COLLGEN_ERR_CUDA;
+  if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
+  int bad = 0;
+  if (rc == COLLGEN_OK) {
+    collgen__ref_allgather_rmsnorm(COLLGEN_DTYPE_BF16, d->n, rows, RMS_COLS, host_in, gamma,
+                                   1e-6f, 1.0f, normed, resid);
+    for (int r = 0; r < d->n; ++r) {
+      collgen__dev_download(d->comm, r, got, a.resid[r], out_bytes);
+      if (memcmp(got, resid, out_bytes) != 0) bad++;
+      collgen__dev_download(d->comm, r, got, a.normed[r], out_bytes);
+      for (int64_t row = 0; row < total; ++row) {
+        double scale = collgen__ref_rmsnorm_scale(COLLGEN_DTYPE_BF16, resid, row, RMS_COLS, 1e-6f);
+        for (int64_t c = 0; c < RMS_COLS; ++c) {
+          int64_t i = row * RMS_COLS + c;
+          double x = collgen__ref_load(COLLGEN_DTYPE_BF16, resid, i);
+          double w = collgen__ref_load(COLLGEN_DTYPE_BF16, gamma, c) + 1.0;
+          if (!collgen__ref_close(COLLGEN_DTYPE_BF16, collgen__ref_load(COLLGEN_DTYPE_BF16, got, i),
+                                  x * scale * w))
+            bad++;
+        }
+      }
+    }
+  }
+  double us = rc == COLLGEN_OK ? time_op(d, run_rms, &a) : -1;
+  if (rc != COLLGEN_OK)
+    printf("  allgather_rmsnorm  FAILED: %s: %s\n", collgen_status_name(rc),
+           collgen_comm_last_error(d->comm));
+  else
+    printf("  allgather_rmsnorm  bf16 %lld x %d gathered on %d GPU(s): %s, %.1f us (best of %d)\n",
+           (long long)total, RMS_COLS, d->n,
+           bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
+  for (int r = 0; r < d->n; ++r) {
+    collgen__dev_free(d->comm, r, a.in[r]);
+    collgen__dev_free(d->comm, r, a.normed[r]);
+    collgen__dev_free(d->comm, r, a.resid[r]);
+    collgen__dev_free(d->comm, r, a.gamma[r]);
+    free((void *)host_in[r]);
+  }
+  free(gamma);
+  free(normed);
+  free(resid);
+  free(got);
+  return rc != COLLGEN_OK || bad;
+}
+
+int cmd_demo(int argc, char **argv) {
+  if (argc > 1) {
+    if (cli_is_help(argv[1])) {
+      puts("usage: collgen demo\nRuns allreduce_sum and allgather_rmsnorm on all visible GPUs\n"
+           "(up to 8), checks them against the CPU reference and prints timings.\n"
+           "Without a GPU, compiles the demo kernels into the cache instead.");
+      return 0;
+    }
+    return cli_usage_error("demo", "unexpected argument '%s'", argv[1]);
+  }
+  char err[512];
+  if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) return compile_only(err);
+  int count = 0;
+  collgen__cu.cuDeviceGetCount(&count);
+  if (count < 1) return compile_only("the driver reports 0 devices");
+  demo_ctx d;
+  memset(&d, 0, sizeof d);
+  d.n = count > COLLGEN_MAX_DEVICES ? COLLGEN_MAX_DEVICES : count;
+  int devices[COLLGEN_MAX_DEVICES];
+  for (int i = 0; i < d.n; ++i) devices[i] = i;
+  int rc = collgen_comm_create(&d.comm, d.n, devices, NULL);
+  if (rc != COLLGEN_OK) {
+    fprintf(stderr, "collgen demo: %s: %s\n", collgen_status_name(rc), collgen_last_error());
+    return 1;
+  }
+  for (int r = 0; r < d.n; ++r) collgen__dev_stream_create(d.comm, r, &d.streams[r]);
+  printf("collgen demo: %d GPU(s)\n", d.n);
+  int failed = demo_allreduce(&d);
+  failed |= demo_rmsnorm(&d);
+  for (int r = 0; r < d.n; ++r) collgen__dev_stream_destroy(d.comm, r, d.streams[r]);
+  collgen_comm_destroy(d.comm);
+  printf("collgen demo: %s\n", failed ? "FAILED" : "all checks passed");
+  return failed;
+}

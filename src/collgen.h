@@ -1,0 +1,230 @@
+/*
+** collgen.h -- public C API of collgen.
+**
+** collgen generates CUDA C kernels for single-node multi-GPU collectives
+** from Lua templates, compiles them with NVRTC, caches the cubins on disk and
+** launches them over peer-to-peer mapped buffers on up to 8 GPUs driven from
+** one process. Two operations: allreduce sum and fused all-gather + RMSNorm.
+**
+** Conventions: every function returns 0 (COLLGEN_OK) or a negative
+** COLLGEN_ERR_* code. A handle keeps a readable message of its last error
+** (collgen_generator_last_error, collgen_comm_last_error); calls without a
+** handle leave theirs in a thread-local buffer (collgen_last_error).
+** No function prints, except where its contract says so.
+*/
+#ifndef COLLGEN_H
+#define COLLGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLLGEN_VERSION_MAJOR 0
+#define COLLGEN_VERSION_MINOR 1
+#define COLLGEN_VERSION_PATCH 0
+#define COLLGEN_VERSION_STRING "0.1.0"
+#define COLLGEN_MAX_DEVICES 8
+
+/* Status codes: XX(name, value, description). */
+#define COLLGEN_ERRNO_MAP(XX)                                                  \
+  XX(OK, 0, "success")                                                         \
+  XX(INVALID_ARG, -1, "invalid argument")                                      \
+  XX(NO_MEMORY, -2, "out of host memory")                                      \
+  XX(NO_NVRTC, -3, "NVRTC library could not be loaded")                        \
+  XX(NO_DRIVER, -4, "CUDA driver (libcuda.so.1) could not be loaded")          \
+  XX(TEMPLATE, -5, "template or generator error")                              \
+  XX(COMPILE, -6, "NVRTC compilation failed")                                  \
+  XX(CACHE, -7, "cache entry missing or invalid")                              \
+  XX(IO, -8, "file system error")                                              \
+  XX(CUDA, -9, "CUDA driver call failed")                                      \
+  XX(NO_DEVICE, -10, "no such CUDA device")                                    \
+  XX(NO_P2P, -11, "peer access not possible between group members")           \
+  XX(TIMEOUT, -12, "a peer never arrived at a barrier")                        \
+  XX(UNSUPPORTED, -13, "unsupported configuration")                            \
+  XX(ALIGNMENT, -14, "pointer not aligned to the element size")
+
+typedef enum {
+#define COLLGEN_ENUM_ENTRY(name, value, desc) COLLGEN_ERR_##name = value,
+  COLLGEN_ERRNO_MAP(COLLGEN_ENUM_ENTRY)
+#undef COLLGEN_ENUM_ENTRY
+} collgen_status_t;
+
+#define COLLGEN_OK COLLGEN_ERR_OK
+
+/* Describes a status code ("peer access not possible ..."). Never NULL. */
+const char *collgen_status_str(int status);
+/* Names a status code ("COLLGEN_ERR_NO_P2P"). Never NULL. */
+const char *collgen_status_name(int status);
+/* Message of the last error of a handle-less call on this thread. */
+const char *collgen_last_error(void);
+
+/* ---- Shapes and plans ------------------------------------------------- */
+
+typedef enum {
+  COLLGEN_OP_ALLREDUCE_SUM = 0,
+  COLLGEN_OP_ALLGATHER_RMSNORM = 1
+} collgen_op_t;
+
+typedef enum {
+  COLLGEN_DTYPE_BF16 = 0,
+  COLLGEN_DTYPE_F16 = 1,
+  COLLGEN_DTYPE_F32 = 2
+} collgen_dtype_t;
+
+/* The shape of one collective call, as the planner sees it. */
+typedef struct collgen_shape {
+  collgen_op_t op;
+  collgen_dtype_t dtype;
+  int ngpus;        /* ranks in the communicator, 1..8 */
+  int group_size;   /* ranks per group; 0 means one group of all ngpus */
+  int tensor_rank;  /* 1..8; tensors are flattened, so it is only checked */
+  int64_t elems;    /* allreduce_sum: elements per rank */
+  int64_t rows;     /* allgather_rmsnorm: gathered rows (sum of shards) */
+  int64_t cols;     /* allgather_rmsnorm: columns */
+  int aligned16;    /* 1 if every pointer of the call is 16-byte aligned */
+  int inplace;      /* allreduce_sum: 1 if outputs alias inputs */
+  int max_blocks;   /* grid cap, 0 = planner default (at most 256) */
+  char arch[16];    /* target, e.g. "sm_90" (empty = "sm_90") */
+} collgen_shape_t;
+
+/* Fills a shape with defaults: bf16 allreduce, 2 ranks, 1 element. */
+void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
+
+/* What the planner chose for a shape. */
+typedef struct collgen_plan {
+  char kernel[96];   /* kernel symbol, also names the specialization */
+  char algo[16];     /* "oneshot", "twoshot", "unrolled", "looped" */
+  char canonical[256]; /* canonical spec text hashed into the cache key */
+  int group, vec, block, grid, items;
+  int64_t cols;
+} collgen_plan_t;
+
+/* ---- Generator (JIT) -------------------------------------------------- */
+
+typedef struct collgen_generator collgen_generator_t;
+
+/* Creates a generator: one Lua state plus access to the cubin cache.
+** `cache_dir` NULL means the default ($COLLGEN_CACHE_DIR, else
+** $XDG_CACHE_HOME/collgen, else ~/.cache/collgen). A generator is used by one
+** thread at a time; create one per thread. On failure *out is NULL and
+** collgen_last_error() says why. */
+int collgen_generator_create(collgen_generator_t **out, const char *cache_dir);
+/* Frees a generator (NULL is fine). */
+void collgen_generator_destroy(collgen_generator_t *gen);
+/* Message of the generator's last error (Lua traceback, NVRTC log, ...). */
+const char *collgen_generator_last_error(const collgen_generator_t *gen);
+
+/* NVRTC log (ptxas figures, warnings) of the generator's last compile. */
+const char *collgen_generator_last_log(const collgen_generator_t *gen);
+
+/* Plans a shape. COLLGEN_ERR_INVALID_ARG with a message on a bad shape. */
+int collgen_plan(collgen_generator_t *gen, const collgen_shape_t *shape,
+                 collgen_plan_t *plan);
+
+/* Renders the CUDA C source for a shape into a malloc'd string the caller
+** frees. `line_directives` = 1 adds #line directives naming the templates. */
+int collgen_generate_source(collgen_generator_t *gen,
+                            const collgen_shape_t *shape, int line_directives,
+                            char **source);
+
+/* One compiled kernel, as returned by collgen_get_kernel. */
+typedef struct collgen_kernel_info {
+  char key[65];          /* hex SHA-256 cache key */
+  char kernel[96];       /* kernel symbol in the cubin */
+  int cache_hit;         /* 0 = compiled now, 1 = disk, 2 = memory */
+  int registers;         /* per thread, from ptxas */
+  int spill_bytes;       /* spill stores + loads, from ptxas */
+  double milliseconds;   /* time of this fetch */
+  const void *cubin;     /* owned by the generator; valid until destroy */
+  size_t cubin_size;
+} collgen_kernel_info_t;
+
+/* Gets the cubin for a shape: memory table, then disk cache, then NVRTC
+** (written back to disk). COLLGEN_ERR_COMPILE carries the NVRTC log and the
+** path of the dumped source in the generator's message. */
+int collgen_get_kernel(collgen_generator_t *gen, const collgen_shape_t *shape,
+                       collgen_kernel_info_t *info);
+
+/* Versions: collgen, Lua, NVRTC ("13.0" or "unavailable"). */
+const char *collgen_version(void);
+const char *collgen_lua_version(void);
+int collgen_nvrtc_version(int *major, int *minor);
+
+/* ---- Runtime: communicator and ops ------------------------------------ */
+
+typedef struct collgen_comm collgen_comm_t;
+typedef struct CUstream_st *collgen_stream_t; /* same type as CUstream */
+
+typedef struct collgen_comm_options {
+  const char *cache_dir;   /* NULL = default cache location */
+  int timeout_ms;          /* barrier wait bound; 0 = $COLLGEN_TIMEOUT_MS or 3000 */
+  int max_blocks;          /* grid cap for every launch; 0 = planner default */
+  int allow_shared_devices; /* test only: several ranks may map onto one GPU */
+  unsigned launch_mask;    /* test only: launch only these ranks (0 = all) */
+} collgen_comm_options_t;
+
+/* Fills options with defaults. */
+void collgen_comm_options_init(collgen_comm_options_t *options);
+
+/* Creates a communicator over `ndev` CUDA device ordinals (1..8), one rank
+** per entry in order. Retains each device's primary context, enables peer
+** access between all ranks, allocates and zeroes a signal buffer per rank.
+** Errors (nothing left allocated): COLLGEN_ERR_NO_DRIVER, _INVALID_ARG (bad
+** count, duplicate device without allow_shared_devices), _NO_DEVICE,
+** _NO_P2P (two ranks cannot access each other), _CUDA. */
+int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
+                        const collgen_comm_options_t *options);
+/* Frees everything the communicator holds. Waits for nothing: the caller
+** must have synchronized its streams. NULL is fine. */
+void collgen_comm_destroy(collgen_comm_t *comm);
+/* Message of the communicator's last error. */
+const char *collgen_comm_last_error(const collgen_comm_t *comm);
+
+typedef struct collgen_comm_info {
+  int ndev;
+  int devices[COLLGEN_MAX_DEVICES];
+  char arch[COLLGEN_MAX_DEVICES][16];
+  int p2p[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES]; /* 1 = peer access */
+  char link[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES][16]; /* "self","NVLink","PCIe","none" */
+  size_t signal_bytes_per_rank;
+} collgen_comm_info_t;
+
+/* Reports devices, archs and the P2P matrix of a communicator. */
+int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *info);
+
+/* Returns COLLGEN_ERR_TIMEOUT (message names the device that never
+** arrived) if any kernel of this communicator gave up waiting, else 0.
+** Reads host-mapped memory only: safe while kernels run. */
+int collgen_comm_check(collgen_comm_t *comm);
+
+/* allreduce sum. Rank d's input `inputs[d]` (shape[0..rank-1], same within
+** a group) is summed over its group into `outputs[d]` (may equal inputs[d]).
+** `group_size` 0 = all ranks. `streams[d]` is rank d's stream (a CUstream;
+** cudaStream_t works). Everything is validated and every kernel loaded on
+** every device before any launch. Zero elements: success, no launch. */
+int collgen_allreduce_sum(collgen_comm_t *comm, collgen_dtype_t dtype,
+                          int rank, const int64_t *const *shapes,
+                          const void *const *inputs, void *const *outputs,
+                          int group_size, const collgen_stream_t *streams);
+
+/* Fused all-gather + RMSNorm. Rank d holds a row shard `inputs[d]` of shape
+** shard_shapes[d][0..rank-1] (leading dims flattened into rows, last dim =
+** cols, equal within a group; rows may be 0). Outputs `out_normed[d]` and
+** `out_residual[d]` hold [sum of the group's rows, cols]. `gammas[d]` has
+** cols elements. group_size must be >= 1 and divide the rank count. */
+int collgen_allgather_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
+                              int rank, const int64_t *const *shard_shapes,
+                              const void *const *inputs,
+                              void *const *out_normed,
+                              void *const *out_residual,
+                              const void *const *gammas, float eps,
+                              float weight_offset, int group_size,
+                              const collgen_stream_t *streams);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLLGEN_H */

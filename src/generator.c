@@ -1,0 +1,197 @@
+/*
+** generator.c -- the public JIT API: plan a shape, render its source, get
+** its cubin through the cache (memory, then disk, then NVRTC).
+*/
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "lua_host.h"
+#include "nvrtc.h"
+#include "sha256.h"
+
+struct collgen_generator {
+  collgen__lua *lua;
+  collgen__cache *cache;
+  char err[COLLGEN_ERRBUF];
+  char log[COLLGEN_ERRBUF]; /* NVRTC log of the last compile */
+};
+
+int collgen_generator_create(collgen_generator_t **out, const char *cache_dir) {
+  char err[COLLGEN_ERRBUF];
+  if (!out) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "out is NULL");
+  *out = NULL;
+  collgen_generator_t *g = calloc(1, sizeof *g);
+  if (!g) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");
+  int rc = collgen__lua_create(&g->lua, err, sizeof err);
+  if (rc != COLLGEN_OK) {
+    free(g);
+    collgen__set_tls_error(err);
+    return rc;
+  }
+  rc = collgen__cache_open(&g->cache, cache_dir);
+  if (rc != COLLGEN_OK) {
+    collgen__lua_destroy(g->lua);
+    free(g);
+    return collgen__fail_tls(rc, "cannot open the cache");
+  }
+  *out = g;
+  return COLLGEN_OK;
+}
+
+void collgen_generator_destroy(collgen_generator_t *g) {
+  if (!g) return;
+  collgen__lua_destroy(g->lua);
+  collgen__cache_close(g->cache);
+  free(g);
+}
+
+const char *collgen_generator_last_error(const collgen_generator_t *g) {
+  return g ? g->err : collgen_last_error();
+}
+
+const char *collgen_generator_last_log(const collgen_generator_t *g) {
+  return g ? g->log : "";
+}
+
+/* Returns the cache directory of a generator (NULL = memory only). */
+const char *collgen__generator_cache_dir(const collgen_generator_t *g) {
+  return collgen__cache_dir(g->cache);
+}
+
+int collgen_plan(collgen_generator_t *g, const collgen_shape_t *shape,
+                 collgen_plan_t *plan) {
+  if (!g || !shape || !plan)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  return collgen__lua_plan(g->lua, shape, plan, g->err, sizeof g->err);
+}
+
+int collgen_generate_source(collgen_generator_t *g, const collgen_shape_t *shape,
+                            int line_directives, char **source) {
+  if (!g || !shape || !source)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  return collgen__lua_render(g->lua, shape, line_directives, source, g->err,
+                             sizeof g->err);
+}
+
+/* key = SHA-256 over labelled fields: schema, template bundle, canonical
+** spec (which includes the arch), NVRTC options. The NVRTC version is kept
+** in the entry header instead (see docs/cache.md): a deployment without
+** NVRTC must still find its entries, and a warm hit must not load NVRTC. */
+static void compute_key(collgen_generator_t *g, const collgen_plan_t *plan,
+                        uint8_t key[32]) {
+  collgen__sha256_ctx s;
+  static const char schema[] = "collgen-cache-key-v1";
+  collgen__sha256_init(&s);
+  collgen__sha256_field(&s, "schema", schema, sizeof schema - 1);
+  collgen__sha256_field(&s, "bundle", collgen__lua_bundle_hash(g->lua), 32);
+  collgen__sha256_field(&s, "spec", plan->canonical, strlen(plan->canonical));
+  for (int i = 0; collgen__nvrtc_options[i]; ++i)
+    collgen__sha256_field(&s, "option", collgen__nvrtc_options[i],
+                          strlen(collgen__nvrtc_options[i]));
+  collgen__sha256_final(&s, key);
+}
+
+/* Writes the source to $TMPDIR/collgen-<kernel>-<pid>.cu; returns the path
+** in buf or an empty string. */
+static void dump_source(const char *kernel, const char *source, char *buf,
+                        size_t n) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(buf, n, "%s/collgen-%s-%d.cu", tmp && *tmp ? tmp : "/tmp", kernel,
+           (int)getpid());
+  FILE *fp = fopen(buf, "w");
+  if (!fp) {
+    buf[0] = 0;
+    return;
+  }
+  fputs(source, fp);
+  fclose(fp);
+}
+
+static void fill_info(collgen_kernel_info_t *info, const collgen__entry *e,
+                      int hit, double t0) {
+  collgen__hex(e->key, info->key);
+  snprintf(info->kernel, sizeof info->kernel, "%s", e->kernel);
+  info->cache_hit = hit;
+  info->registers = e->registers;
+  info->spill_bytes = e->spill_bytes;
+  info->cubin = e->cubin;
+  info->cubin_size = e->size;
+  info->milliseconds = collgen__now_ms() - t0;
+}
+
+int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
+                       collgen_kernel_info_t *info) {
+  if (!g || !shape || !info)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  double t0 = collgen__now_ms();
+  memset(info, 0, sizeof *info);
+  collgen_plan_t plan;
+  int rc = collgen_plan(g, shape, &plan);
+  if (rc != COLLGEN_OK) return rc;
+  uint8_t key[32];
+  compute_key(g, &plan, key);
+
+  const collgen__entry *e = collgen__cache_find_memory(g->cache, key);
+  if (e) {
+    fill_info(info, e, 2, t0);
+    return COLLGEN_OK;
+  }
+  /* A disk hit must not pay for loading NVRTC (~25 ms). Entries carry the
+  ** NVRTC version that built them; once NVRTC is loaded in this process,
+  ** entries built by another version are treated as stale and rebuilt. */
+  int major = -1, minor = -1;
+  collgen__nvrtc_loaded(&major, &minor);
+  e = collgen__cache_find_disk(g->cache, key, major, minor);
+  if (e) {
+    fill_info(info, e, 1, t0);
+    return COLLGEN_OK;
+  }
+  char nverr[1024];
+  if (collgen__nvrtc_load(nverr, sizeof nverr) != COLLGEN_OK)
+    return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_NVRTC,
+                         "%s: not in the cache and %s", plan.kernel, nverr);
+  collgen_nvrtc_version(&major, &minor);
+
+  char *source = NULL;
+  rc = collgen_generate_source(g, shape, 1, &source);
+  if (rc != COLLGEN_OK) return rc;
+  collgen__compiled out;
+  char cerr[512], dumped[4096] = "";
+  rc = collgen__nvrtc_compile(source, plan.kernel, shape->arch[0] ? shape->arch : "sm_90",
+                              &out, cerr, sizeof cerr);
+  if (rc != COLLGEN_OK || collgen__param_dump_source())
+    dump_source(plan.kernel, source, dumped, sizeof dumped);
+  free(source);
+  if (rc != COLLGEN_OK) {
+    collgen__fail(g->err, sizeof g->err, rc, "%s: %s\nsource: %s\n%s",
+                  plan.kernel, cerr, dumped[0] ? dumped : "(could not dump)",
+                  out.log ? out.log : "");
+    free(out.cubin);
+    free(out.log);
+    return rc;
+  }
+  collgen__entry *ne = calloc(1, sizeof *ne);
+  if (!ne) {
+    free(out.cubin);
+    free(out.log);
+    return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  }
+  memcpy(ne->key, key, 32);
+  ne->cubin = out.cubin;
+  ne->size = out.size;
+  ne->registers = out.registers;
+  ne->spill_bytes = out.spill_bytes;
+  ne->nvrtc_major = major;
+  ne->nvrtc_minor = minor;
+  snprintf(ne->kernel, sizeof ne->kernel, "%s", plan.kernel);
+  snprintf(ne->canonical, sizeof ne->canonical, "%s", plan.canonical);
+  snprintf(g->log, sizeof g->log, "%s", out.log ? out.log : "");
+  free(out.log);
+  e = collgen__cache_put(g->cache, ne);
+  fill_info(info, e, 0, t0);
+  return COLLGEN_OK;
+}

@@ -1,0 +1,57 @@
+/*
+** internal.h -- declarations shared by collgen's C modules (not installed).
+** Internal names are collgen__<module>_*; nothing here is public API.
+*/
+#ifndef COLLGEN_INTERNAL_H
+#define COLLGEN_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collgen.h"
+
+#define COLLGEN_ERRBUF 8192
+#define COLLGEN_UNUSED(x) ((void)(x))
+
+/* Formats a message into buf (truncating) and returns `status`, so callers
+** can write `return collgen__fail(buf, n, COLLGEN_ERR_X, "...", ...)`. */
+int collgen__fail(char *buf, size_t n, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same, recording into the thread-local last-error buffer. */
+int collgen__fail_tls(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Copies a message into the thread-local last-error buffer. */
+void collgen__set_tls_error(const char *msg);
+
+/* Monotonic time in milliseconds. */
+double collgen__now_ms(void);
+
+/* Names of ops and dtypes as the templates spell them. */
+const char *collgen__op_name(collgen_op_t op);
+const char *collgen__dtype_name(collgen_dtype_t dtype);
+int collgen__dtype_bytes(collgen_dtype_t dtype);
+int collgen__parse_op(const char *s, collgen_op_t *op);
+int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype);
+
+/* Environment parameters, read once (see docs/environment.md). */
+const char *collgen__param_template_dir(void);  /* COLLGEN_TEMPLATE_DIR or NULL */
+int collgen__param_dump_source(void);           /* COLLGEN_DUMP_SOURCE=1 */
+int64_t collgen__param_cache_max_bytes(void);   /* COLLGEN_CACHE_MAX_BYTES */
+int collgen__param_cache_disable(void);         /* COLLGEN_CACHE_DISABLE=1 */
+int collgen__param_timeout_ms(void);            /* COLLGEN_TIMEOUT_MS */
+
+/* Resolves the default cache directory into buf; returns 0 or -1. */
+int collgen__default_cache_dir(char *buf, size_t n);
+
+/* Writes `size` bytes to path atomically (temp file in tmpdir + rename).
+** Returns 0 or -errno. */
+int collgen__write_atomic(const char *tmpdir, const char *path,
+                          const void *data, size_t size);
+/* Creates a directory and its parents (mode 0755). Returns 0 or -errno. */
+int collgen__mkdirs(const char *path);
+
+/* Cache directory of a generator, or NULL when it caches in memory only. */
+const char *collgen__generator_cache_dir(const collgen_generator_t *g);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+** param.c -- environment parameters (read once, then cached) and small
+** file-system helpers: default cache directory, mkdir -p, atomic writes.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static pthread_once_t params_once = PTHREAD_ONCE_INIT;
+static const char *template_dir;
+static int dump_source;
+static int cache_disable;
+static int64_t cache_max_bytes;
+static int timeout_ms;
+
+static int64_t env_int(const char *name, int64_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  long long x = strtoll(v, &end, 10);
+  if (*end || x < 0) {
+    fprintf(stderr, "collgen: ignoring %s=%s (not a non-negative integer)\n",
+            name, v);
+    return dflt;
+  }
+  return x;
+}
+
+static void read_params(void) {
+  const char *t = getenv("COLLGEN_TEMPLATE_DIR");
+  template_dir = (t && *t) ? t : NULL;
+  dump_source = (int)env_int("COLLGEN_DUMP_SOURCE", 0);
+  cache_disable = (int)env_int("COLLGEN_CACHE_DISABLE", 0);
+  cache_max_bytes = env_int("COLLGEN_CACHE_MAX_BYTES", (int64_t)1 << 30);
+  timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 3000);
+}
+
+const char *collgen__param_template_dir(void) {
+  pthread_once(&params_once, read_params);
+  return template_dir;
+}
+
+int collgen__param_dump_source(void) {
+  pthread_once(&params_once, read_params);
+  return dump_source;
+}
+
+int collgen__param_cache_disable(void) {
+  pthread_once(&params_once, read_params);
+  return cache_disable;
+}
+
+int64_t collgen__param_cache_max_bytes(void) {
+  pthread_once(&params_once, read_params);
+  return cache_max_bytes;
+}
+
+int collgen__param_timeout_ms(void) {
+  pthread_once(&params_once, read_params);
+  return timeout_ms;
+}
+
+int collgen__default_cache_dir(char *buf, size_t n) {
+  const char *d = getenv("COLLGEN_CACHE_DIR");
+  if (d && *d) return snprintf(buf, n, "%s", d) < (int)n ? 0 : -1;
+  d = getenv("XDG_CACHE_HOME");
+  if (d && *d) return snprintf(buf, n, "%s/collgen", d) < (int)n ? 0 : -1;
+  d = getenv("HOME");
+  if (d && *d) return snprintf(buf, n, "%s/.cache/collgen", d) < (int)n ? 0 : -1;
+  return -1;
+}
+
+int collgen__mkdirs(const char *path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -ENAMETOOLONG;
+  for (char *p = tmp + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -errno;
+  return 0;
+}
+
+int collgen__write_atomic(const char *tmpdir, const char *path,
+                          const void *data, size_t size) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s/entry.XXXXXX", tmpdir) >= (int)sizeof tmp)
+    return -ENAMETOOLONG;
+  int fd = mkstemp(tmp);
+  if (fd < 0) return -errno;
+  const char *p = data;
+  size_t left = size;
+  int rc = 0;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      rc = -errno;
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  if (rc != 0) unlink(tmp);
+  return rc;
+}

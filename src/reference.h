@@ -1,0 +1,45 @@
+/*
+** reference.h -- CPU reference of both ops' math and the 16-bit float
+** conversions, used by the tests, `collgen demo` and collgen-bench.
+*/
+#ifndef COLLGEN_REFERENCE_H
+#define COLLGEN_REFERENCE_H
+#include <stdint.h>
+
+#include "collgen.h"
+
+/* Round-to-nearest-even conversions (NaN stays NaN, overflow -> inf). */
+uint16_t collgen__ref_f32_to_bf16(float f);
+float collgen__ref_bf16_to_f32(uint16_t h);
+uint16_t collgen__ref_f32_to_f16(float f);
+float collgen__ref_f16_to_f32(uint16_t h);
+
+/* Element i of a buffer of `dtype`, as f32. */
+float collgen__ref_load(collgen_dtype_t dtype, const void *p, int64_t i);
+/* Stores f rounded once to `dtype` at element i. */
+void collgen__ref_store(collgen_dtype_t dtype, void *p, int64_t i, float f);
+/* Rounds f to dtype and back (the value a dtype scalar really holds). */
+float collgen__ref_round(collgen_dtype_t dtype, float f);
+
+/* out[i] = round(sum over g = 0..group-1 in order of f32(in[g][i])): the
+** exact order and rounding of the kernels, so results match bit for bit. */
+void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,
+                            const void *const *in, void *out);
+
+/* Gathers `group` shards (rows[g] x cols) into residual and writes
+** normed = round(x * rsqrt(mean(x^2) + eps) * (gamma + weight_offset)),
+** accumulating in double (the tests bound the kernels' f32 error). */
+void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
+                                    const int64_t *rows, int64_t cols,
+                                    const void *const *in, const void *gamma,
+                                    float eps, float weight_offset,
+                                    void *normed, void *residual);
+
+/* 1 / sqrt(mean(x^2) + eps) of gathered row r, in double. */
+double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
+                                  int64_t r, int64_t cols, float eps);
+/* 1 if `got` (as stored in dtype) is within the kernels' error bound of
+** the exact value: one output ulp for bf16/f16 (f32 math then one
+** rounding), 64 ulps for f32 (f32 accumulation over the row). */
+int collgen__ref_close(collgen_dtype_t dtype, double got, double exact);
+#endif

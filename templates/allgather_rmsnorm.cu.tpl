@@ -1,0 +1,97 @@
+// collgen allgather_rmsnorm: ${kernel}
+// dtype ${dtype}, group of ${G}, cols ${COLS}, ${VEC} element(s) per access,
+// ${BLOCK} threads per block, row ${algo == "unrolled" and ("held in registers (" .. ITEMS .. " vector(s) per thread)") or "streamed in a loop"}.
+// Each block gathers whole rows from their owner rank (read once over the
+// link), copies them to the residual output and writes
+//   normed = round(x * rsqrt(sum(x^2) / cols + eps) * (gamma + weight_offset))
+// with all math in f32. Every rank normalizes every gathered row itself.
+% include("common.cuh.tpl")
+% include("signal.cuh.tpl")
+
+#define COLS ${COLS}ull            // columns per row
+#define ROW_VECS ${COLS // VEC}ull // vector accesses per row
+#define WARPS ${BLOCK // 32}
+
+// Sum over the block, in a fixed order (same bits on every rank).
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[WARPS];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) total += warp_sums[w];
+  __syncthreads();  // warp_sums may be reused by the next row
+  return total;
+}
+
+// Address of gathered row `row` in its owner's shard. The owner is the last
+// rank whose first row is <= row, so empty shards are skipped naturally.
+// Unrolled with constant indices: a run-time index into the parameter
+// struct would copy it to local memory.
+__device__ __forceinline__ const void *row_source(const collgen_kparams &p, unsigned long long row) {
+  const void *shard = p.in[0];
+  unsigned long long first = 0;
+% for g = 1, G - 1 do
+  if (row >= p.row_start[${g}]) { shard = p.in[${g}]; first = p.row_start[${g}]; }
+% end
+  return (const char *)shard + (row - first) * COLS * sizeof(elem_t);
+}
+
+// Writes normed vector c of a row from its f32 values.
+__device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
+                                             unsigned long long c, const float *x, float scale) {
+  float w[VEC], y[VEC];
+  unpack(load_vec(p.gamma, c), w);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
+  store_vec(p.normed, row * ROW_VECS + c, pack(y));
+}
+
+extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
+  barrier_prologue();
+  if (!group_barrier(p)) return;  // every shard is ready to be read
+  const unsigned long long rows = p.count;
+  for (unsigned long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const void *src = row_source(p, row);
+% if algo == "unrolled" then
+    float x[${ITEMS}][VEC];
+    float sumsq = 0.0f;
+#pragma unroll
+    for (int it = 0; it < ${ITEMS}; ++it) {
+      const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+      if (c < ROW_VECS) {
+        const vec_t v = load_vec(src, c);
+        store_vec(p.residual, row * ROW_VECS + c, v);
+        unpack(v, x[it]);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sumsq += x[it][k] * x[it][k];
+      }
+    }
+    const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+#pragma unroll
+    for (int it = 0; it < ${ITEMS}; ++it) {
+      const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale);
+    }
+% else
+    // Pass 1 reads the row over the link once, copying it to the residual
+    // output; pass 2 re-reads that local copy (same thread, same vectors).
+    float sumsq = 0.0f, x[VEC];
+    for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
+      const vec_t v = load_vec(src, c);
+      store_vec(p.residual, row * ROW_VECS + c, v);
+      unpack(v, x);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sumsq += x[k] * x[k];
+    }
+    const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+    for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
+      unpack(load_vec(p.residual, row * ROW_VECS + c), x);
+      write_normed(p, row, c, x, scale);
+    }
+% end
+  }
+  group_barrier(p);  // peers are done reading this rank's shard
+}

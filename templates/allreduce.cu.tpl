@@ -1,0 +1,78 @@
+// collgen allreduce_sum: ${kernel}
+// dtype ${dtype}, group of ${G}, algorithm ${algo}, ${VEC} element(s) per
+// access, ${BLOCK} threads per block. Sums are taken in f32 in rank order
+// 0..${G - 1} and rounded once, so every rank and both algorithms produce the
+// same bits for the same inputs.
+% include("common.cuh.tpl")
+% include("signal.cuh.tpl")
+
+// Sums element vector i of every rank's input, in rank order.
+__device__ __forceinline__ vec_t sum_ranks(const collgen_kparams &p, unsigned long long i) {
+  vec_t v[GROUP];
+% for g = 0, G - 1 do
+  v[${g}] = load_vec(p.in[${g}], i);
+% end
+  float acc[VEC];
+  unpack(v[0], acc);
+% if G > 1 then
+  float x[VEC];
+% end
+% for g = 1, G - 1 do
+  unpack(v[${g}], x);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] += x[k];
+% end
+  return pack(acc);
+}
+
+% if VEC > 1 then
+// Sums scalar element i (the tail past the last whole vector).
+__device__ __forceinline__ elem_t sum_ranks_scalar(const collgen_kparams &p, unsigned long long i) {
+  float acc = to_f32(((const elem_t *)p.in[0])[i]);
+%   for g = 1, G - 1 do
+  acc += to_f32(((const elem_t *)p.in[${g}])[i]);
+%   end
+  return from_f32(acc);
+}
+% end
+
+extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
+  barrier_prologue();
+  if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
+  const unsigned long long n = p.count;
+  const unsigned long long nvec = n / VEC;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+% if algo == "oneshot" then
+  // One-shot: this rank pulls every input and writes only its own output.
+  void *out = p.out[p.rank];
+  for (unsigned long long i = tid; i < nvec; i += stride) store_vec(out, i, sum_ranks(p, i));
+%   if VEC > 1 then
+  for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
+    ((elem_t *)out)[i] = sum_ranks_scalar(p, i);
+%   end
+% else
+  // Two-shot: this rank reduces its slice of the vectors and pushes the sums
+  // into every rank's output. Only this rank reads its slice, and it reads
+  // each element before writing it, so in-place calls are safe.
+  const unsigned long long begin = nvec * p.rank / GROUP;
+  const unsigned long long end = nvec * (p.rank + 1) / GROUP;
+  for (unsigned long long i = begin + tid; i < end; i += stride) {
+    const vec_t s = sum_ranks(p, i);
+%   for g = 0, G - 1 do
+    store_vec(p.out[${g}], i, s);
+%   end
+  }
+%   if VEC > 1 then
+  if (p.rank == GROUP - 1) {  // the scalar tail belongs to the last rank
+    for (unsigned long long i = nvec * VEC + tid; i < n; i += stride) {
+      const elem_t s = sum_ranks_scalar(p, i);
+%     for g = 0, G - 1 do
+      ((elem_t *)p.out[${g}])[i] = s;
+%     end
+    }
+  }
+%   end
+% end
+  group_barrier(p);  // every rank is done reading inputs and writing outputs
+}

@@ -1,0 +1,230 @@
+// collgen allgather_rmsnorm: collgen_allgather_rmsnorm_f16_g4_c5120_v8_u2
+// dtype f16, group of 4, cols 5120, 8 element(s) per access,
+// 512 threads per block, row held in registers (2 vector(s) per thread).
+// Each block gathers whole rows from their owner rank (read once over the
+// link), copies them to the residual output and writes
+//   normed = round(x * rsqrt(sum(x^2) / cols + eps) * (gamma + weight_offset))
+// with all math in f32. Every rank normalizes every gathered row itself.
+// ---- collgen common device code (templates/common.cuh.tpl) ----
+// Kernel parameters, the element type f16 and its f32 conversions, and
+// 16-byte vector helpers. No CUDA headers are included: conversions use PTX
+// cvt instructions, so NVRTC needs no include path.
+
+// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
+// the same struct; the conformance test checks the sizes agree.
+struct collgen_kparams {
+  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
+  void *out[8];                 // allreduce: every rank's output
+  void *signal[8];              // per-rank signal buffers
+  void *normed;                 // allgather_rmsnorm: this rank's normed output
+  void *residual;               // allgather_rmsnorm: this rank's gathered rows
+  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
+  unsigned int *error;          // this rank's error record (host-mapped)
+  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
+  unsigned long long timeout_ns;   // bound on every barrier wait
+  float eps;                    // rmsnorm epsilon
+  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
+  unsigned int rank;            // this rank's index in its group
+  unsigned int reserved;
+};
+
+typedef unsigned short elem_t;
+#define VEC 8              // elements per vector access
+#define GROUP 4              // ranks in the group
+
+__device__ __forceinline__ float to_f32(elem_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ elem_t from_f32(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// One 16-byte access moves VEC elements.
+struct vec_t { uint4 raw; };
+
+__device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i) {
+  vec_t v;
+  v.raw = ((const uint4 *)base)[i];
+  return v;
+}
+__device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
+  ((uint4 *)base)[i] = v.raw;
+}
+// Unpacks a vector into VEC floats (element 0 in the low bits).
+__device__ __forceinline__ void unpack(vec_t v, float *f) {
+  const unsigned int w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = to_f32((elem_t)(w[k] & 0xffffu));
+    f[2 * k + 1] = to_f32((elem_t)(w[k] >> 16));
+  }
+}
+// Rounds VEC floats once each and packs them into a vector.
+__device__ __forceinline__ vec_t pack(const float *f) {
+  vec_t v;
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = (unsigned int)from_f32(f[2 * k]) | ((unsigned int)from_f32(f[2 * k + 1]) << 16);
+  v.raw = make_uint4(w[0], w[1], w[2], w[3]);
+  return v;
+}
+// ---- collgen barrier protocol (templates/signal.cuh.tpl) ----
+// Each rank owns a signal buffer in its device memory, mapped by its peers.
+// Block b of every rank of a group synchronizes only with block b of the
+// others, so all ranks launch the same grid (the planner guarantees it).
+//
+// For each (block, peer) a rank keeps a monotonic 32-bit counter. At a
+// barrier it increments the counter to v, writes v into the peer's
+// peer_flag[v % 2][block][my rank] with a system-scope release store, then
+// spins with system-scope acquire loads until its own
+// peer_flag[v % 2][block][peer] equals v. Two banks keep a peer that is
+// already at the next barrier from overwriting a slot not yet read. Counters
+// never reset, so the state stays valid across CUDA-graph replays.
+//
+// Every wait is bounded by %globaltimer: past timeout_ns the thread records
+// {1, rank, peer, block} in the rank's host-mapped error record and the
+// kernel returns without touching outputs further.
+
+#define COLLGEN_MAX_BLOCKS 256
+
+struct collgen_signal {
+  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
+};
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void store_release_sys(unsigned int *p, unsigned int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned int load_acquire_sys(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Records a timeout; the flag word is written last so the host never sees a
+// half-written record.
+__device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
+  volatile unsigned int *e = p.error;
+  e[1] = p.rank;
+  e[2] = peer;
+  e[3] = blockIdx.x;
+  __threadfence_system();
+  e[0] = 1u;
+}
+
+// Set once per block when a wait expired; the kernel then stops.
+__shared__ int block_timed_out;
+
+// Must run first in every kernel (before group_barrier's __syncthreads).
+__device__ __forceinline__ void barrier_prologue() {
+  if (threadIdx.x == 0) block_timed_out = 0;
+}
+
+// Synchronizes block blockIdx.x with the same block on every rank of the
+// group. Writes of this block before the call are visible to the peers'
+// blocks after theirs. Returns false (for the whole block) on timeout.
+__device__ bool group_barrier(const collgen_kparams &p) {
+  __syncthreads();  // this block's earlier writes precede the release below
+  if (threadIdx.x < GROUP) {
+    const unsigned int peer = threadIdx.x;
+    collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+    collgen_signal *theirs = (collgen_signal *)p.signal[peer];
+    const unsigned int v = mine->counter[blockIdx.x][peer] + 1u;
+    mine->counter[blockIdx.x][peer] = v;
+    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][p.rank], v);
+    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer];
+    const unsigned long long start = globaltimer_ns();
+    while (load_acquire_sys(slot) != v) {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return block_timed_out == 0;
+}
+
+#define COLS 5120ull            // columns per row
+#define ROW_VECS 640ull // vector accesses per row
+#define WARPS 16
+
+// Sum over the block, in a fixed order (same bits on every rank).
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[WARPS];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) total += warp_sums[w];
+  __syncthreads();  // warp_sums may be reused by the next row
+  return total;
+}
+
+// Address of gathered row `row` in its owner's shard. The owner is the last
+// rank whose first row is <= row, so empty shards are skipped naturally.
+// Unrolled with constant indices: a run-time index into the parameter
+// struct would copy it to local memory.
+__device__ __forceinline__ const void *row_source(const collgen_kparams &p, unsigned long long row) {
+  const void *shard = p.in[0];
+  unsigned long long first = 0;
+  if (row >= p.row_start[1]) { shard = p.in[1]; first = p.row_start[1]; }
+  if (row >= p.row_start[2]) { shard = p.in[2]; first = p.row_start[2]; }
+  if (row >= p.row_start[3]) { shard = p.in[3]; first = p.row_start[3]; }
+  return (const char *)shard + (row - first) * COLS * sizeof(elem_t);
+}
+
+// Writes normed vector c of a row from its f32 values.
+__device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
+                                             unsigned long long c, const float *x, float scale) {
+  float w[VEC], y[VEC];
+  unpack(load_vec(p.gamma, c), w);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
+  store_vec(p.normed, row * ROW_VECS + c, pack(y));
+}
+
+extern "C" __global__ void __launch_bounds__(512) collgen_allgather_rmsnorm_f16_g4_c5120_v8_u2(const collgen_kparams p) {
+  barrier_prologue();
+  if (!group_barrier(p)) return;  // every shard is ready to be read
+  const unsigned long long rows = p.count;
+  for (unsigned long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const void *src = row_source(p, row);
+    float x[2][VEC];
+    float sumsq = 0.0f;
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      const unsigned long long c = threadIdx.x + it * 512ull;
+      if (c < ROW_VECS) {
+        const vec_t v = load_vec(src, c);
+        store_vec(p.residual, row * ROW_VECS + c, v);
+        unpack(v, x[it]);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sumsq += x[it][k] * x[it][k];
+      }
+    }
+    const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      const unsigned long long c = threadIdx.x + it * 512ull;
+      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale);
+    }
+  }
+  group_barrier(p);  // peers are done reading this rank's shard
+}

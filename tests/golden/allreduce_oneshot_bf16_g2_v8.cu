@@ -1,0 +1,192 @@
+// collgen allreduce_sum: collgen_allreduce_oneshot_bf16_g2_v8
+// dtype bf16, group of 2, algorithm oneshot, 8 element(s) per
+// access, 512 threads per block. Sums are taken in f32 in rank order
+// 0..1 and rounded once, so every rank and both algorithms produce the
+// same bits for the same inputs.
+// ---- collgen common device code (templates/common.cuh.tpl) ----
+// Kernel parameters, the element type bf16 and its f32 conversions, and
+// 16-byte vector helpers. No CUDA headers are included: conversions use PTX
+// cvt instructions, so NVRTC needs no include path.
+
+// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
+// the same struct; the conformance test checks the sizes agree.
+struct collgen_kparams {
+  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
+  void *out[8];                 // allreduce: every rank's output
+  void *signal[8];              // per-rank signal buffers
+  void *normed;                 // allgather_rmsnorm: this rank's normed output
+  void *residual;               // allgather_rmsnorm: this rank's gathered rows
+  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
+  unsigned int *error;          // this rank's error record (host-mapped)
+  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
+  unsigned long long timeout_ns;   // bound on every barrier wait
+  float eps;                    // rmsnorm epsilon
+  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
+  unsigned int rank;            // this rank's index in its group
+  unsigned int reserved;
+};
+
+typedef unsigned short elem_t;
+#define VEC 8              // elements per vector access
+#define GROUP 2              // ranks in the group
+
+__device__ __forceinline__ float to_f32(elem_t h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ elem_t from_f32(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// One 16-byte access moves VEC elements.
+struct vec_t { uint4 raw; };
+
+__device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i) {
+  vec_t v;
+  v.raw = ((const uint4 *)base)[i];
+  return v;
+}
+__device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
+  ((uint4 *)base)[i] = v.raw;
+}
+// Unpacks a vector into VEC floats (element 0 in the low bits).
+__device__ __forceinline__ void unpack(vec_t v, float *f) {
+  const unsigned int w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = to_f32((elem_t)(w[k] & 0xffffu));
+    f[2 * k + 1] = to_f32((elem_t)(w[k] >> 16));
+  }
+}
+// Rounds VEC floats once each and packs them into a vector.
+__device__ __forceinline__ vec_t pack(const float *f) {
+  vec_t v;
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = (unsigned int)from_f32(f[2 * k]) | ((unsigned int)from_f32(f[2 * k + 1]) << 16);
+  v.raw = make_uint4(w[0], w[1], w[2], w[3]);
+  return v;
+}
+// ---- collgen barrier protocol (templates/signal.cuh.tpl) ----
+// Each rank owns a signal buffer in its device memory, mapped by its peers.
+// Block b of every rank of a group synchronizes only with block b of the
+// others, so all ranks launch the same grid (the planner guarantees it).
+//
+// For each (block, peer) a rank keeps a monotonic 32-bit counter. At a
+// barrier it increments the counter to v, writes v into the peer's
+// peer_flag[v % 2][block][my rank] with a system-scope release store, then
+// spins with system-scope acquire loads until its own
+// peer_flag[v % 2][block][peer] equals v. Two banks keep a peer that is
+// already at the next barrier from overwriting a slot not yet read. Counters
+// never reset, so the state stays valid across CUDA-graph replays.
+//
+// Every wait is bounded by %globaltimer: past timeout_ns the thread records
+// {1, rank, peer, block} in the rank's host-mapped error record and the
+// kernel returns without touching outputs further.
+
+#define COLLGEN_MAX_BLOCKS 256
+
+struct collgen_signal {
+  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
+};
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void store_release_sys(unsigned int *p, unsigned int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned int load_acquire_sys(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Records a timeout; the flag word is written last so the host never sees a
+// half-written record.
+__device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
+  volatile unsigned int *e = p.error;
+  e[1] = p.rank;
+  e[2] = peer;
+  e[3] = blockIdx.x;
+  __threadfence_system();
+  e[0] = 1u;
+}
+
+// Set once per block when a wait expired; the kernel then stops.
+__shared__ int block_timed_out;
+
+// Must run first in every kernel (before group_barrier's __syncthreads).
+__device__ __forceinline__ void barrier_prologue() {
+  if (threadIdx.x == 0) block_timed_out = 0;
+}
+
+// Synchronizes block blockIdx.x with the same block on every rank of the
+// group. Writes of this block before the call are visible to the peers'
+// blocks after theirs. Returns false (for the whole block) on timeout.
+__device__ bool group_barrier(const collgen_kparams &p) {
+  __syncthreads();  // this block's earlier writes precede the release below
+  if (threadIdx.x < GROUP) {
+    const unsigned int peer = threadIdx.x;
+    collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+    collgen_signal *theirs = (collgen_signal *)p.signal[peer];
+    const unsigned int v = mine->counter[blockIdx.x][peer] + 1u;
+    mine->counter[blockIdx.x][peer] = v;
+    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][p.rank], v);
+    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer];
+    const unsigned long long start = globaltimer_ns();
+    while (load_acquire_sys(slot) != v) {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return block_timed_out == 0;
+}
+
+// Sums element vector i of every rank's input, in rank order.
+__device__ __forceinline__ vec_t sum_ranks(const collgen_kparams &p, unsigned long long i) {
+  vec_t v[GROUP];
+  v[0] = load_vec(p.in[0], i);
+  v[1] = load_vec(p.in[1], i);
+  float acc[VEC];
+  unpack(v[0], acc);
+  float x[VEC];
+  unpack(v[1], x);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] += x[k];
+  return pack(acc);
+}
+
+// Sums scalar element i (the tail past the last whole vector).
+__device__ __forceinline__ elem_t sum_ranks_scalar(const collgen_kparams &p, unsigned long long i) {
+  float acc = to_f32(((const elem_t *)p.in[0])[i]);
+  acc += to_f32(((const elem_t *)p.in[1])[i]);
+  return from_f32(acc);
+}
+
+extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_oneshot_bf16_g2_v8(const collgen_kparams p) {
+  barrier_prologue();
+  if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
+  const unsigned long long n = p.count;
+  const unsigned long long nvec = n / VEC;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  // One-shot: this rank pulls every input and writes only its own output.
+  void *out = p.out[p.rank];
+  for (unsigned long long i = tid; i < nvec; i += stride) store_vec(out, i, sum_ranks(p, i));
+  for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
+    ((elem_t *)out)[i] = sum_ranks_scalar(p, i);
+  group_barrier(p);  // every rank is done reading inputs and writing outputs
+}

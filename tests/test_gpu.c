@@ -1,0 +1,520 @@
+/*
+** test_gpu.c -- both ops on real GPUs against the CPU reference.
+**
+** Every test makes fresh random inputs, poisons the outputs (0xff: NaN in
+** every dtype), runs the op and compares every rank's output with the CPU
+** reference: allreduce bit for bit (same f32 order and rounding), the
+** gathered residual bit for bit, normed within one output ulp (bf16/f16) or
+** 64 ulps (f32), and normed bitwise identical across the ranks of a group.
+** With two GPUs the 2-rank cases run one rank per GPU; 4 and 8 ranks map
+** several ranks onto each GPU (small grids keep them all resident).
+**
+** main() returns 77 (ctest: skipped) when no CUDA driver or GPU is present;
+** the check runs in a child process so CUDA is never initialized before
+** Criterion forks its workers.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collgen.h"
+#include "devbuf.h"
+#include "reference.h"
+#include "test_util.h"
+
+static int gpu_count(void) {
+  char err[256];
+  int n = 0;
+  if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) return 0;
+  collgen__cu.cuDeviceGetCount(&n);
+  return n;
+}
+
+/* The rank -> device map for `ranks` ranks over the visible GPUs (at most
+** two are used, round robin); sets *shared when a device repeats. */
+static void rank_devices(int ranks, int *devices, int *shared) {
+  int n = gpu_count();
+  cr_assert_gt(n, 0);
+  int use = n >= 2 ? 2 : 1;
+  for (int r = 0; r < ranks; ++r) devices[r] = r % use;
+  *shared = ranks > use;
+}
+
+static collgen_comm_t *make_comm(int ranks, int max_blocks, int timeout_ms, unsigned mask) {
+  int devices[8], shared;
+  rank_devices(ranks, devices, &shared);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.allow_shared_devices = shared;
+  o.max_blocks = shared ? (max_blocks ? max_blocks : 8) : max_blocks;
+  o.timeout_ms = timeout_ms;
+  o.launch_mask = mask;
+  collgen_comm_t *c = NULL;
+  int rc = collgen_comm_create(&c, ranks, devices, &o);
+  cr_assert_eq(rc, COLLGEN_OK, "comm_create: %s", collgen_last_error());
+  return c;
+}
+
+static void make_streams(collgen_comm_t *c, collgen_stream_t *s) {
+  for (int r = 0; r < c->ndev; ++r)
+    cr_assert_eq(collgen__dev_stream_create(c, r, &s[r]), COLLGEN_OK, "%s", c->err);
+}
+
+static void free_streams(collgen_comm_t *c, collgen_stream_t *s) {
+  for (int r = 0; r < c->ndev; ++r) collgen__dev_stream_destroy(c, r, s[r]);
+}
+
+static void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) collgen__ref_store(dt, p, i, tu_rand_unit());
+}
+
+/* ---- allreduce ---------------------------------------------------------- */
+
+typedef struct {
+  collgen_comm_t *c;
+  collgen_dtype_t dt;
+  int group;
+  int64_t n;
+  int inplace, misalign; /* misalign: element offset from the allocation */
+  void *alloc_in[8], *alloc_out[8], *in[8], *out[8], *host[8];
+  collgen_stream_t streams[8];
+} ar_case;
+
+static void ar_setup(ar_case *t) {
+  size_t esize = (size_t)collgen__dtype_bytes(t->dt);
+  size_t bytes = (size_t)(t->n + t->misalign) * esize;
+  make_streams(t->c, t->streams);
+  for (int r = 0; r < t->c->ndev; ++r) {
+    t->host[r] = malloc((size_t)t->n * esize + 1);
+    cr_assert(t->host[r]);
+    cr_assert_eq(collgen__dev_alloc(t->c, r, bytes, &t->alloc_in[r]), COLLGEN_OK, "%s", t->c->err);
+    t->in[r] = (char *)t->alloc_in[r] + (size_t)t->misalign * esize;
+    if (t->inplace) {
+      t->out[r] = t->in[r];
+    } else {
+      cr_assert_eq(collgen__dev_alloc(t->c, r, bytes, &t->alloc_out[r]), COLLGEN_OK);
+      t->out[r] = (char *)t->alloc_out[r] + (size_t)t->misalign * esize;
+    }
+  }
+}
+
+/* Fresh inputs, poisoned outputs, one run, exact comparison. */
+static void ar_run_and_check(ar_case *t) {
+  size_t esize = (size_t)collgen__dtype_bytes(t->dt), bytes = (size_t)t->n * esize;
+  int ndev = t->c->ndev, g = t->group ? t->group : ndev;
+  for (int r = 0; r < ndev; ++r) {
+    fill_random(t->dt, t->host[r], t->n);
+    if (!t->inplace) cr_assert_eq(collgen__dev_fill(t->c, r, t->out[r], 0xff, bytes), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_upload(t->c, r, t->in[r], t->host[r], bytes), COLLGEN_OK);
+  }
+  int64_t shape[1] = {t->n};
+  const int64_t *shapes[8];
+  for (int r = 0; r < ndev; ++r) shapes[r] = shape;
+  int rc = collgen_allreduce_sum(t->c, t->dt, 1, shapes, (const void *const *)t->in, t->out,
+                                 t->group, t->streams);
+  cr_assert_eq(rc, COLLGEN_OK, "allreduce: %s", collgen_comm_last_error(t->c));
+  cr_assert_eq(collgen__dev_sync_all(t->c, t->streams), COLLGEN_OK, "%s", t->c->err);
+  void *expect = malloc(bytes + 1), *got = malloc(bytes + 1);
+  cr_assert(expect && got);
+  for (int base = 0; base < ndev; base += g) {
+    collgen__ref_allreduce(t->dt, t->n, g, (const void *const *)&t->host[base], expect);
+    for (int r = base; r < base + g; ++r) {
+      cr_assert_eq(collgen__dev_download(t->c, r, got, t->out[r], bytes), COLLGEN_OK);
+      if (memcmp(got, expect, bytes) != 0) {
+        int64_t i = 0;
+        while (memcmp((char *)got + i * (int64_t)esize, (char *)expect + i * (int64_t)esize, esize) == 0) ++i;
+        cr_assert_fail("dtype %d n %lld group %d inplace %d misalign %d: rank %d element %lld: "
+                       "got %g want %g", (int)t->dt, (long long)t->n, g, t->inplace, t->misalign,
+                       r, (long long)i, collgen__ref_load(t->dt, got, i),
+                       collgen__ref_load(t->dt, expect, i));
+      }
+    }
+  }
+  free(expect);
+  free(got);
+}
+
+static void ar_teardown(ar_case *t) {
+  for (int r = 0; r < t->c->ndev; ++r) {
+    collgen__dev_free(t->c, r, t->alloc_in[r]);
+    collgen__dev_free(t->c, r, t->alloc_out[r]);
+    free(t->host[r]);
+  }
+  free_streams(t->c, t->streams);
+}
+
+static void ar_check(collgen_comm_t *c, collgen_dtype_t dt, int64_t n, int group, int inplace,
+                     int misalign, int runs) {
+  ar_case t;
+  memset(&t, 0, sizeof t);
+  t.c = c;
+  t.dt = dt;
+  t.n = n;
+  t.group = group;
+  t.inplace = inplace;
+  t.misalign = misalign;
+  ar_setup(&t);
+  for (int i = 0; i < runs; ++i) ar_run_and_check(&t);
+  ar_teardown(&t);
+}
+
+static const int64_t SIZES[] = {1, 2, 7, 8, 9, 31, 1000, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
+
+Test(allreduce, two_ranks_every_dtype_and_size, .timeout = 600) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  for (int dt = 0; dt < 3; ++dt)
+    for (size_t k = 0; k < sizeof SIZES / sizeof SIZES[0]; ++k)
+      ar_check(c, (collgen_dtype_t)dt, SIZES[k], 0, 0, 0, 2);
+  collgen_comm_destroy(c);
+}
+
+Test(allreduce, two_ranks_in_place_and_unaligned, .timeout = 600) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  for (int dt = 0; dt < 3; ++dt)
+    for (size_t k = 0; k < sizeof SIZES / sizeof SIZES[0]; k += 2) {
+      ar_check(c, (collgen_dtype_t)dt, SIZES[k], 0, 1, 0, 2);  /* in-place */
+      ar_check(c, (collgen_dtype_t)dt, SIZES[k], 0, 0, 1, 1);  /* scalar path */
+      ar_check(c, (collgen_dtype_t)dt, SIZES[k], 0, 1, 3, 1);  /* both */
+    }
+  collgen_comm_destroy(c);
+}
+
+Test(allreduce, group_size_one_copies, .timeout = 300) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  ar_check(c, COLLGEN_DTYPE_BF16, 4097, 1, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F32, 1 << 20, 1, 1, 0, 1);
+  collgen_comm_destroy(c);
+}
+
+Test(allreduce, large_256MB_bf16, .timeout = 900) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  ar_check(c, COLLGEN_DTYPE_BF16, (int64_t)128 << 20, 0, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_BF16, ((int64_t)128 << 20) + 5, 0, 1, 0, 1);
+  collgen_comm_destroy(c);
+}
+
+Test(allreduce, four_and_eight_ranks_mapped, .timeout = 900) {
+  static const int ranks[] = {4, 8};
+  for (int k = 0; k < 2; ++k) {
+    collgen_comm_t *c = make_comm(ranks[k], 4, 0, 0);
+    for (int g = 1; g <= ranks[k]; g *= 2)
+      for (int dt = 0; dt < 3; ++dt) {
+        ar_check(c, (collgen_dtype_t)dt, 1001, g, 0, 0, 1);     /* one-shot */
+        ar_check(c, (collgen_dtype_t)dt, 300007, g, 0, 0, 1);   /* two-shot for g >= 4 */
+        ar_check(c, (collgen_dtype_t)dt, 4099, g, 1, 0, 1);     /* in-place two-shot */
+      }
+    collgen_comm_destroy(c);
+  }
+}
+
+Test(allreduce, odd_group_sizes_mapped, .timeout = 600) {
+  collgen_comm_t *c = make_comm(6, 4, 0, 0);
+  ar_check(c, COLLGEN_DTYPE_BF16, 77777, 3, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F16, 400001, 3, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F32, 4097, 6, 1, 0, 1);
+  collgen_comm_destroy(c);
+}
+
+/* ---- allgather_rmsnorm -------------------------------------------------- */
+
+static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
+                      int64_t cols, float eps, float offset) {
+  size_t esize = (size_t)collgen__dtype_bytes(dt);
+  int ndev = c->ndev, g = group ? group : ndev;
+  collgen_stream_t streams[8];
+  make_streams(c, streams);
+  void *in[8] = {0}, *normed[8] = {0}, *resid[8] = {0}, *gamma[8] = {0}, *host[8] = {0};
+  void *hgamma[8] = {0};
+  int64_t shapes_v[8][2], total[8] = {0};
+  const int64_t *shapes[8];
+  for (int r = 0; r < ndev; ++r) total[r / g] += rows[r];
+  for (int r = 0; r < ndev; ++r) {
+    size_t b = (size_t)(rows[r] * cols) * esize, ob = (size_t)(total[r / g] * cols) * esize;
+    shapes_v[r][0] = rows[r];
+    shapes_v[r][1] = cols;
+    shapes[r] = shapes_v[r];
+    host[r] = malloc(b + 1);
+    hgamma[r] = malloc((size_t)cols * esize);
+    fill_random(dt, host[r], rows[r] * cols);
+    fill_random(dt, hgamma[r], cols);
+    cr_assert_eq(collgen__dev_alloc(c, r, b, &in[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, ob, &normed[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, ob, &resid[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, (size_t)cols * esize, &gamma[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_upload(c, r, in[r], host[r], b), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_upload(c, r, gamma[r], hgamma[r], (size_t)cols * esize), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_fill(c, r, normed[r], 0xff, ob), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_fill(c, r, resid[r], 0xff, ob), COLLGEN_OK);
+  }
+  int rc = collgen_allgather_rmsnorm(c, dt, 2, shapes, (const void *const *)in, normed, resid,
+                                     (const void *const *)gamma, eps, offset, group, streams);
+  cr_assert_eq(rc, COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_assert_eq(collgen__dev_sync_all(c, streams), COLLGEN_OK, "%s", c->err);
+  float off = collgen__ref_round(dt, offset);
+  for (int base = 0; base < ndev; base += g) {
+    int64_t t = total[base / g];
+    size_t ob = (size_t)(t * cols) * esize;
+    void *ref_n = malloc(ob + 1), *ref_r = malloc(ob + 1), *got = malloc(ob + 1),
+         *first = malloc(ob + 1);
+    for (int r = base; r < base + g; ++r) {
+      /* gamma differs per rank: each rank normalizes with its own */
+      collgen__ref_allgather_rmsnorm(dt, g, &rows[base], cols, (const void *const *)&host[base],
+                                     hgamma[r], eps, off, ref_n, ref_r);
+      cr_assert_eq(collgen__dev_download(c, r, got, resid[r], ob), COLLGEN_OK);
+      cr_assert(memcmp(got, ref_r, ob) == 0, "residual of rank %d differs (cols %lld)", r,
+                (long long)cols);
+      cr_assert_eq(collgen__dev_download(c, r, got, normed[r], ob), COLLGEN_OK);
+      for (int64_t row = 0; row < t; ++row) {
+        double scale = collgen__ref_rmsnorm_scale(dt, ref_r, row, cols, eps);
+        for (int64_t k = 0; k < cols; ++k) {
+          int64_t i = row * cols + k;
+          double exact = collgen__ref_load(dt, ref_r, i) * scale *
+                         ((double)collgen__ref_load(dt, hgamma[r], k) + (double)off);
+          double v = collgen__ref_load(dt, got, i);
+          if (!collgen__ref_close(dt, v, exact))
+            cr_assert_fail("dtype %d cols %lld rank %d row %lld col %lld: got %.9g want %.9g",
+                           (int)dt, (long long)cols, r, (long long)row, (long long)k, v, exact);
+        }
+      }
+    }
+    free(ref_n);
+    free(ref_r);
+    free(got);
+    free(first);
+  }
+  for (int r = 0; r < ndev; ++r) {
+    collgen__dev_free(c, r, in[r]);
+    collgen__dev_free(c, r, normed[r]);
+    collgen__dev_free(c, r, resid[r]);
+    collgen__dev_free(c, r, gamma[r]);
+    free(host[r]);
+    free(hgamma[r]);
+  }
+  free_streams(c, streams);
+}
+
+static const int64_t RMS_COLS[] = {1, 7, 128, 1000, 4096, 4095, 5120, 8192, 16384, 40000};
+
+Test(allgather_rmsnorm, two_ranks_every_dtype_and_cols, .timeout = 900) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  int64_t rows[2] = {5, 3};
+  for (int dt = 0; dt < 3; ++dt)
+    for (size_t k = 0; k < sizeof RMS_COLS / sizeof RMS_COLS[0]; ++k)
+      rms_check(c, (collgen_dtype_t)dt, 0, rows, RMS_COLS[k], 1e-6f, dt == 0 ? 1.0f : 0.0f);
+  collgen_comm_destroy(c);
+}
+
+Test(allgather_rmsnorm, uneven_and_empty_shards, .timeout = 600) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  int64_t a[2] = {0, 7}, b[2] = {9, 0}, d[2] = {1, 300};
+  rms_check(c, COLLGEN_DTYPE_BF16, 0, a, 4096, 1e-5f, 1.0f);
+  rms_check(c, COLLGEN_DTYPE_BF16, 0, b, 8192, 1e-5f, 0.0f);
+  rms_check(c, COLLGEN_DTYPE_F16, 0, d, 2048, 1e-5f, 0.0f);
+  collgen_comm_destroy(c);
+}
+
+Test(allgather_rmsnorm, many_rows, .timeout = 900) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  int64_t rows[2] = {4096, 4095};
+  rms_check(c, COLLGEN_DTYPE_BF16, 0, rows, 8192, 1e-6f, 1.0f);
+  collgen_comm_destroy(c);
+}
+
+Test(allgather_rmsnorm, four_and_eight_ranks_mapped, .timeout = 900) {
+  int64_t rows[8] = {3, 0, 5, 1, 2, 2, 0, 4};
+  collgen_comm_t *c4 = make_comm(4, 4, 0, 0);
+  rms_check(c4, COLLGEN_DTYPE_BF16, 2, rows, 4096, 1e-6f, 1.0f);
+  rms_check(c4, COLLGEN_DTYPE_F32, 4, rows, 1000, 1e-6f, 0.0f);
+  collgen_comm_destroy(c4);
+  collgen_comm_t *c8 = make_comm(8, 4, 0, 0);
+  rms_check(c8, COLLGEN_DTYPE_BF16, 8, rows, 8192, 1e-6f, 1.0f);
+  rms_check(c8, COLLGEN_DTYPE_F16, 4, rows, 5120, 1e-6f, 0.0f);
+  rms_check(c8, COLLGEN_DTYPE_BF16, 2, rows, 7, 1e-6f, 0.0f);
+  collgen_comm_destroy(c8);
+}
+
+/* ---- CUDA graphs, timeouts, refusals ------------------------------------ */
+
+Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  ar_case t;
+  memset(&t, 0, sizeof t);
+  t.c = c;
+  t.dt = COLLGEN_DTYPE_BF16;
+  t.n = (1 << 20) + 3;
+  ar_setup(&t);
+  ar_run_and_check(&t); /* eager first: loads the modules */
+  int64_t shape[1] = {t.n};
+  const int64_t *shapes[2] = {shape, shape};
+  CUgraph graph[2];
+  CUgraphExec exec[2];
+  for (int r = 0; r < 2; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    cr_assert_eq(collgen__cu.cuStreamBeginCapture((CUstream)t.streams[r],
+                                                  CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  }
+  cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, 0,
+                                     t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  for (int r = 0; r < 2; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    cr_assert_eq(collgen__cu.cuStreamEndCapture((CUstream)t.streams[r], &graph[r]), CUDA_SUCCESS);
+    cr_assert_eq(collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0), CUDA_SUCCESS);
+  }
+  size_t bytes = (size_t)t.n * 2;
+  void *expect = malloc(bytes), *got = malloc(bytes);
+  for (int it = 0; it < 100; ++it) {
+    for (int r = 0; r < 2; ++r) {
+      fill_random(t.dt, t.host[r], t.n);
+      cr_assert_eq(collgen__dev_upload(c, r, t.in[r], t.host[r], bytes), COLLGEN_OK);
+      cr_assert_eq(collgen__dev_fill(c, r, t.out[r], 0xff, bytes), COLLGEN_OK);
+    }
+    for (int r = 0; r < 2; ++r) {
+      collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+      cr_assert_eq(collgen__cu.cuGraphLaunch(exec[r], (CUstream)t.streams[r]), CUDA_SUCCESS);
+    }
+    cr_assert_eq(collgen__dev_sync_all(c, t.streams), COLLGEN_OK, "%s", c->err);
+    collgen__ref_allreduce(t.dt, t.n, 2, (const void *const *)t.host, expect);
+    for (int r = 0; r < 2; ++r) {
+      collgen__dev_download(c, r, got, t.out[r], bytes);
+      cr_assert(memcmp(got, expect, bytes) == 0, "replay %d rank %d differs", it, r);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    collgen__cu.cuGraphExecDestroy(exec[r]);
+    collgen__cu.cuGraphDestroy(graph[r]);
+  }
+  free(expect);
+  free(got);
+  ar_teardown(&t);
+  collgen_comm_destroy(c);
+}
+
+Test(timeout, missing_peer_is_reported_not_hung, .timeout = 60) {
+  collgen_comm_t *c = make_comm(2, 0, 300, 0x1); /* launch rank 0 only */
+  collgen_stream_t s[2];
+  make_streams(c, s);
+  void *buf[2];
+  for (int r = 0; r < 2; ++r) cr_assert_eq(collgen__dev_alloc(c, r, 4096, &buf[r]), COLLGEN_OK);
+  int64_t shape[1] = {1024};
+  const int64_t *shapes[2] = {shape, shape};
+  double t0 = collgen__now_ms();
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, shapes, (const void *const *)buf,
+                                     buf, 0, s), COLLGEN_OK);
+  int rc = collgen__dev_sync_all(c, s);
+  double ms = collgen__now_ms() - t0;
+  cr_expect_eq(rc, COLLGEN_ERR_TIMEOUT, "got %s", collgen_status_name(rc));
+  cr_expect_lt(ms, 300 + 2000, "gave up after %.0f ms", ms);
+  cr_expect_eq(collgen_comm_check(c), COLLGEN_ERR_TIMEOUT);
+  const char *msg = collgen_comm_last_error(c);
+  cr_expect(strstr(msg, "rank 0 (device") && strstr(msg, "for rank 1 (device"), "%s", msg);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, shapes, (const void *const *)buf,
+                                     buf, 0, s), COLLGEN_ERR_TIMEOUT,
+               "the next call reports the timeout too");
+  for (int r = 0; r < 2; ++r) collgen__dev_free(c, r, buf[r]);
+  free_streams(c, s);
+  collgen_comm_destroy(c);
+}
+
+Test(refusal, bad_calls_return_codes_and_launch_nothing, .timeout = 120) {
+  int ndev = gpu_count() >= 2 ? 2 : 1;
+  int dup[2] = {0, 0}, many[9] = {0}, missing[1] = {99};
+  collgen_comm_t *bad = NULL;
+  cr_expect_eq(collgen_comm_create(&bad, 2, dup, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_last_error(), "listed twice"), "%s", collgen_last_error());
+  cr_expect_eq(collgen_comm_create(&bad, 9, many, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_create(&bad, 1, missing, NULL), COLLGEN_ERR_NO_DEVICE);
+  cr_expect_null(bad);
+  (void)ndev;
+
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  collgen_stream_t s[2];
+  make_streams(c, s);
+  void *buf[2], *out[2];
+  for (int r = 0; r < 2; ++r) {
+    cr_assert_eq(collgen__dev_alloc(c, r, 1 << 16, &buf[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, 1 << 16, &out[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_fill(c, r, out[r], 0xab, 1 << 16), COLLGEN_OK);
+  }
+  int64_t sh[1] = {1000}, other[1] = {999};
+  const int64_t *shapes[2] = {sh, sh}, *mismatch[2] = {sh, other};
+  const void *const *in = (const void *const *)buf;
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, in, out, 3, s),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, mismatch, in, out, 0, s),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_comm_last_error(c), "shapes differ"), "%s", collgen_comm_last_error(c));
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 0, shapes, in, out, 0, s),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_allreduce_sum(c, (collgen_dtype_t)9, 1, shapes, in, out, 0, s),
+               COLLGEN_ERR_INVALID_ARG);
+  void *odd[2] = {(char *)buf[0] + 1, buf[1]};
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)odd,
+                                     out, 0, s), COLLGEN_ERR_ALIGNMENT);
+  void *nul[2] = {buf[0], NULL};
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)nul,
+                                     out, 0, s), COLLGEN_ERR_INVALID_ARG);
+  void *overlap[2] = {(char *)buf[0] + 16, (char *)buf[1] + 16};
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, in, overlap, 0, s),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_comm_last_error(c), "partially overlaps"));
+  int64_t rs[2] = {4, 64};
+  const int64_t *rshapes[2] = {rs, rs};
+  cr_expect_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 1, rshapes, in, out, out, in, 1e-6f,
+                                         0.0f, 2, s), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rshapes, in, out, buf, in,
+                                         0.0f / 0.0f, 0.0f, 2, s), COLLGEN_ERR_INVALID_ARG);
+  /* Nothing was written by any refused call. */
+  unsigned char *h = malloc(1 << 16);
+  for (int r = 0; r < 2; ++r) {
+    collgen__dev_sync_all(c, s);
+    collgen__dev_download(c, r, h, out[r], 1 << 16);
+    for (int i = 0; i < 1 << 16; ++i) cr_assert_eq(h[i], 0xab, "rank %d byte %d written", r, i);
+  }
+  /* Zero-size calls succeed without a launch; groups may differ in shape. */
+  int64_t zero[1] = {0};
+  const int64_t *zs[2] = {zero, zero}, *mixed[2] = {zero, sh};
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, zs, in, out, 0, s), COLLGEN_OK);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, mixed, in, out, 1, s), COLLGEN_OK);
+  collgen__dev_sync_all(c, s);
+  collgen__dev_download(c, 0, h, out[0], 1 << 16);
+  cr_expect_eq(h[0], 0xab, "rank 0 had zero elements: untouched");
+  free(h);
+  collgen_comm_info_t info;
+  cr_expect_eq(collgen_comm_info(c, &info), COLLGEN_OK);
+  cr_expect_eq(info.ndev, 2);
+  cr_expect_eq(info.p2p[0][1], 1);
+  cr_expect_leq(info.signal_bytes_per_rank, 16u << 20);
+  cr_log_info("link 0->1: %s, signal buffer %zu bytes per rank", info.link[0][1],
+              info.signal_bytes_per_rank);
+  for (int r = 0; r < 2; ++r) {
+    collgen__dev_free(c, r, buf[r]);
+    collgen__dev_free(c, r, out[r]);
+  }
+  free_streams(c, s);
+  collgen_comm_destroy(c);
+}
+
+/* Returns 77 (skip) without a usable GPU. The probe runs in a child so this
+** process never initializes CUDA before Criterion forks its workers. */
+int main(int argc, char **argv) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(gpu_count() > 0 ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    char err[256] = "";
+    fprintf(stderr, "test_gpu: skipped: no CUDA driver or GPU\n");
+    (void)err;
+    return 77;
+  }
+  struct criterion_test_set *tests = criterion_initialize();
+  int result = 0;
+  if (criterion_handle_args(argc, argv, true)) result = !criterion_run_all_tests(tests);
+  criterion_finalize(tests);
+  return result;
+}

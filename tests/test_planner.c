@@ -1,0 +1,103 @@
+/*
+** test_planner.c -- the planner's choices and its refusals.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collgen.h"
+
+static collgen_generator_t *gen;
+
+static void setup(void) {
+  setenv("COLLGEN_CACHE_DISABLE", "1", 1);
+  cr_assert_eq(collgen_generator_create(&gen, NULL), COLLGEN_OK, "%s", collgen_last_error());
+}
+static void teardown(void) { collgen_generator_destroy(gen); }
+
+static collgen_plan_t plan_ar(int ngpus, int group, int64_t elems, int aligned, int inplace) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  s.ngpus = ngpus;
+  s.group_size = group;
+  s.elems = elems;
+  s.aligned16 = aligned;
+  s.inplace = inplace;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  return p;
+}
+
+TestSuite(planner, .init = setup, .fini = teardown);
+
+Test(planner, allreduce_algorithms) {
+  cr_expect_str_eq(plan_ar(2, 0, 1 << 30, 1, 0).algo, "oneshot");
+  cr_expect_str_eq(plan_ar(4, 0, 1024, 1, 0).algo, "oneshot");
+  cr_expect_str_eq(plan_ar(4, 0, 64 << 20, 1, 0).algo, "twoshot");
+  cr_expect_str_eq(plan_ar(4, 0, 1024, 1, 1).algo, "twoshot", "in-place needs two-shot");
+  cr_expect_str_eq(plan_ar(8, 1, 1024, 1, 1).algo, "oneshot", "a group of one just copies");
+  collgen_plan_t p = plan_ar(2, 0, 1000003, 1, 0);
+  cr_expect_eq(p.vec, 8);
+  cr_expect_eq(p.group, 2);
+  cr_expect_eq(p.block, 512);
+  cr_expect_eq(p.grid, 128, "capped at the default");
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_oneshot_bf16_g2_v8");
+  cr_expect_eq(plan_ar(2, 0, 1000003, 0, 0).vec, 1, "unaligned pointers: scalar kernel");
+  cr_expect_eq(plan_ar(2, 0, 8 * 512 * 3, 1, 0).grid, 3);
+  cr_expect_eq(plan_ar(2, 0, 1, 1, 0).grid, 1);
+}
+
+Test(planner, rmsnorm_shapes) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
+  s.rows = 8;
+  s.cols = 8192;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled");
+  cr_expect_eq(p.vec, 8);
+  cr_expect_eq(p.grid, 8, "one block per row");
+  s.cols = 7;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.vec, 1, "7 bf16 columns are not 16-byte rows");
+  cr_expect_eq(p.block, 32);
+  s.cols = 65536;
+  s.rows = 100000;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "looped");
+  cr_expect_eq(p.grid, 256);
+  s.max_blocks = 4;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.grid, 4);
+}
+
+Test(planner, refuses_bad_shapes) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  s.ngpus = 6;
+  s.group_size = 4;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "group_size 4 does not divide ngpus 6"),
+            "%s", collgen_generator_last_error(gen));
+  s.group_size = 0;
+  s.ngpus = 9;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  s.ngpus = 2;
+  snprintf(s.arch, sizeof s.arch, "sm_70");
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "unsupported arch 'sm_70'"));
+  snprintf(s.arch, sizeof s.arch, "sm_90");
+  s.tensor_rank = 9;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  s.tensor_rank = 1;
+  s.dtype = (collgen_dtype_t)7;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
+  s.cols = 0;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  s.cols = 8;
+  s.max_blocks = 300;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+}

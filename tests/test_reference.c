@@ -1,0 +1,106 @@
+/*
+** test_reference.c -- the CPU reference against hand-computed cases: 16-bit
+** float rounding (ties, subnormals, overflow, NaN) and both ops' math.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "reference.h"
+
+Test(reference, bf16_rounding) {
+  cr_expect_eq(collgen__ref_f32_to_bf16(1.0f), 0x3f80);
+  cr_expect_eq(collgen__ref_f32_to_bf16(-2.0f), 0xc000);
+  cr_expect_eq(collgen__ref_f32_to_bf16(1.00390625f), 0x3f80, "tie rounds to even (down)");
+  cr_expect_eq(collgen__ref_f32_to_bf16(1.01171875f), 0x3f82, "tie rounds to even (up)");
+  cr_expect_eq(collgen__ref_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81, "above tie rounds up");
+  cr_expect_eq(collgen__ref_f32_to_bf16(3.4e38f), 0x7f80, "overflow rounds to inf");
+  cr_expect_eq(collgen__ref_f32_to_bf16(INFINITY), 0x7f80);
+  uint16_t nan = collgen__ref_f32_to_bf16(NAN);
+  cr_expect((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0, "NaN stays NaN: %#x", nan);
+  cr_expect_eq(collgen__ref_bf16_to_f32(0x3f81), 1.0078125f);
+}
+
+Test(reference, f16_rounding) {
+  cr_expect_eq(collgen__ref_f32_to_f16(1.0f), 0x3c00);
+  cr_expect_eq(collgen__ref_f32_to_f16(-0.0f), 0x8000);
+  cr_expect_eq(collgen__ref_f32_to_f16(0.1f), 0x2e66);
+  cr_expect_eq(collgen__ref_f32_to_f16(65504.0f), 0x7bff);
+  cr_expect_eq(collgen__ref_f32_to_f16(65519.0f), 0x7bff);
+  cr_expect_eq(collgen__ref_f32_to_f16(65520.0f), 0x7c00, "rounds to inf");
+  cr_expect_eq(collgen__ref_f32_to_f16(1.0f + 0x1p-11f), 0x3c00, "tie to even (down)");
+  cr_expect_eq(collgen__ref_f32_to_f16(1.0f + 0x3p-11f), 0x3c02, "tie to even (up)");
+  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-14f), 0x0400, "smallest normal");
+  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-24f), 0x0001, "smallest subnormal");
+  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-25f), 0x0000, "half of it ties to zero");
+  cr_expect_eq(collgen__ref_f32_to_f16(0x3p-25f), 0x0002, "1.5 units ties to 2");
+  cr_expect_eq(collgen__ref_f32_to_f16(0x1.8p-24f * 1.01f), 0x0002);
+  cr_expect_eq(collgen__ref_f16_to_f32(0x0001), 0x1p-24f);
+  cr_expect_eq(collgen__ref_f16_to_f32(0x3555), 0.333251953125f);
+  cr_expect_eq(collgen__ref_f16_to_f32(0xfc00), -INFINITY);
+  cr_expect(isnan(collgen__ref_f16_to_f32(0x7e00)));
+}
+
+Test(reference, f16_round_trip_all_values) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaNs */
+    cr_assert_eq(collgen__ref_f32_to_f16(collgen__ref_f16_to_f32((uint16_t)h)), h, "h=%#x", h);
+  }
+}
+
+Test(reference, allreduce_sums_in_rank_order_and_rounds_once) {
+  /* bf16: 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly in f32, representable in bf16.
+  ** Rounding after each add would give 1 + 0 + 0 = 1 instead. */
+  uint16_t a[1] = {0x3f80}, b[1] = {0x3b80}, c[1] = {0x3b80}, out[1] = {0};
+  const void *in[3] = {a, b, c};
+  cr_expect_eq(collgen__ref_bf16_to_f32(0x3b80), 0x1p-8f);
+  collgen__ref_allreduce(COLLGEN_DTYPE_BF16, 1, 3, in, out);
+  cr_expect_eq(out[0], 0x3f81, "got %#x", out[0]);
+  /* f32: order matters: (1e8 + 1) - 1e8 = 0 in f32 */
+  float x[1] = {1e8f}, y[1] = {1.0f}, z[1] = {-1e8f}, o[1];
+  const void *fin[3] = {x, y, z};
+  collgen__ref_allreduce(COLLGEN_DTYPE_F32, 1, 3, fin, o);
+  cr_expect_eq(o[0], 0.0f);
+}
+
+Test(reference, rmsnorm_hand_case) {
+  /* rows [3, 4] and [0, 0]: mean square 12.5 and 0. */
+  float shard0[2] = {3.0f, 4.0f}, shard1[2] = {0.0f, 0.0f};
+  float gamma[2] = {0.0f, 0.5f}, normed[4], resid[4];
+  const void *in[2] = {shard0, shard1};
+  int64_t rows[2] = {1, 1};
+  collgen__ref_allgather_rmsnorm(COLLGEN_DTYPE_F32, 2, rows, 2, in, gamma, 0.0f, 1.0f, normed,
+                                 resid);
+  cr_expect_eq(resid[0], 3.0f);
+  cr_expect_eq(resid[1], 4.0f);
+  cr_expect_eq(resid[2], 0.0f);
+  cr_expect_float_eq(normed[0], 3.0f / sqrtf(12.5f) * 1.0f, 1e-6);
+  cr_expect_float_eq(normed[1], 4.0f / sqrtf(12.5f) * 1.5f, 1e-6);
+  cr_expect(isnan(normed[2]) || normed[2] == 0.0f, "0/0 row with eps 0");
+  /* eps keeps an all-zero row finite */
+  collgen__ref_allgather_rmsnorm(COLLGEN_DTYPE_F32, 2, rows, 2, in, gamma, 1e-6f, 0.0f, normed,
+                                 resid);
+  cr_expect_eq(normed[2], 0.0f);
+  cr_expect_float_eq(normed[1], 4.0f / sqrtf(12.5f + 1e-6f) * 0.5f, 1e-6);
+}
+
+Test(reference, rmsnorm_empty_shard) {
+  uint16_t s0[3] = {0x3f80, 0x4000, 0x4040}; /* 1 2 3 */
+  uint16_t gamma[3] = {0x3f80, 0x3f80, 0x3f80}, normed[3], resid[3];
+  const void *in[2] = {NULL, s0};
+  int64_t rows[2] = {0, 1};
+  collgen__ref_allgather_rmsnorm(COLLGEN_DTYPE_BF16, 2, rows, 3, in, gamma, 0.0f, 0.0f, normed,
+                                 resid);
+  cr_expect(memcmp(resid, s0, sizeof s0) == 0);
+  /* scale = 1/sqrt(14/3) = 0.46291; 1*s = 0.46291 -> bf16 0x3eed (0.462890625) */
+  cr_expect_eq(normed[0], 0x3eed, "got %#x", normed[0]);
+}
+
+Test(reference, closeness_bound) {
+  cr_expect(collgen__ref_close(COLLGEN_DTYPE_BF16, 1.0, 1.0 + 0x1p-8));
+  cr_expect(collgen__ref_close(COLLGEN_DTYPE_BF16, 1.0078125, 1.0 + 0x1p-8));
+  cr_expect(!collgen__ref_close(COLLGEN_DTYPE_BF16, 1.015625, 1.0));
+  cr_expect(!collgen__ref_close(COLLGEN_DTYPE_F32, 1.001, 1.0));
+  cr_expect(collgen__ref_close(COLLGEN_DTYPE_F32, 1.0 + 0x1p-20, 1.0));
+}
