@@ -23,7 +23,7 @@ typedef struct {
   float eps;
   float weight_offset;
   unsigned int rank;
-  unsigned int reserved;
+  unsigned int group_base;
 } collgen__kparams;
 
 /* One rank's signal buffer: counters and peer flags (see signal.cuh.tpl). */

@@ -161,6 +161,7 @@ static void base_params(collgen_comm_t *c, collgen__kparams *kp, int base,
                                           sizeof(unsigned int) * COLLGEN_ERROR_WORDS * (size_t)r);
   kp->timeout_ns = timeout_ns(c);
   kp->rank = (unsigned)(r - base);
+  kp->group_base = (unsigned)base;
 }
 
 int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,

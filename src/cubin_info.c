@@ -11,6 +11,7 @@
 #define EIATTR_KPARAM_INFO 0x17
 #define EIATTR_CBANK_PARAM_SIZE 0x19
 #define EIATTR_REGCOUNT 0x2f
+#define EIATTR_FRAME_SIZE 0x11
 
 typedef struct {
   uint32_t name, type;
@@ -71,6 +72,8 @@ static void global_attr(int attr, const uint8_t *p, int len, void *vctx) {
   attr_ctx *c = vctx;
   if (attr == EIATTR_REGCOUNT && len >= 8 && rd32(p) == c->sym_index)
     c->out->registers = (int)rd32(p + 4);
+  if (attr == EIATTR_FRAME_SIZE && len >= 8 && rd32(p) == c->sym_index)
+    c->out->frame_bytes = (int)rd32(p + 4);
 }
 
 int collgen__cubin_inspect(const void *cubin, size_t size, const char *kernel,

@@ -12,6 +12,7 @@ typedef struct {
   int param_count;   /* EIATTR_KPARAM_INFO entries */
   int param_bytes;   /* EIATTR_CBANK_PARAM_SIZE */
   int registers;     /* EIATTR_REGCOUNT, -1 if absent */
+  int frame_bytes;   /* EIATTR_FRAME_SIZE: local memory (spills, arrays) */
 } collgen__cubin_kernel;
 
 /* Inspects `kernel` in a cubin. Returns 0, or -1 if the data is not a

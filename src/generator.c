@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "cubin_info.h"
 #include "lua_host.h"
 #include "nvrtc.h"
 #include "sha256.h"
@@ -179,6 +180,14 @@ int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
     free(out.cubin);
     free(out.log);
     return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  }
+  /* Registers and local memory come from the cubin itself: NVRTC's ptxas
+  ** log has been seen to come back empty when many processes compile at
+  ** once, the cubin is authoritative. */
+  collgen__cubin_kernel k;
+  if (collgen__cubin_inspect(out.cubin, out.size, plan.kernel, &k) == 0 && k.found) {
+    out.registers = k.registers;
+    if (out.log && !strstr(out.log, "Used ")) out.spill_bytes = k.frame_bytes;
   }
   memcpy(ne->key, key, 32);
   ne->cubin = out.cubin;

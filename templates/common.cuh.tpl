@@ -19,7 +19,7 @@ struct collgen_kparams {
   float eps;                    // rmsnorm epsilon
   float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
   unsigned int rank;            // this rank's index in its group
-  unsigned int reserved;
+  unsigned int group_base;      // communicator index of the group's rank 0
 };
 
 typedef ${ctype} elem_t;

@@ -7,7 +7,11 @@
 // barrier it increments the counter to v, writes v into the peer's
 // peer_flag[v % 2][block][my rank] with a system-scope release store, then
 // spins with system-scope acquire loads until its own
-// peer_flag[v % 2][block][peer] equals v. Two banks keep a peer that is
+// peer_flag[v % 2][block][peer] equals v. Slots are indexed by communicator
+// rank (group_base + group rank), not group rank: a pair of ranks then
+// counts exactly the barriers it shares, whatever group sizes earlier calls
+// used (indexing by group rank would desynchronize after a call with another
+// group size and hang). Two banks keep a peer that is
 // already at the next barrier from overwriting a slot not yet read. Counters
 // never reset, so the state stays valid across CUDA-graph replays.
 //
@@ -66,13 +70,15 @@ __device__ bool group_barrier(const collgen_kparams &p) {
 % else
   __syncthreads();  // this block's earlier writes precede the release below
   if (threadIdx.x < GROUP) {
-    const unsigned int peer = threadIdx.x;
+    const unsigned int peer = threadIdx.x;                // group rank
+    const unsigned int peer_id = p.group_base + peer;      // communicator rank
+    const unsigned int my_id = p.group_base + p.rank;
     collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
     collgen_signal *theirs = (collgen_signal *)p.signal[peer];
-    const unsigned int v = mine->counter[blockIdx.x][peer] + 1u;
-    mine->counter[blockIdx.x][peer] = v;
-    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][p.rank], v);
-    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer];
+    const unsigned int v = mine->counter[blockIdx.x][peer_id] + 1u;
+    mine->counter[blockIdx.x][peer_id] = v;
+    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
+    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
     const unsigned long long start = globaltimer_ns();
     while (load_acquire_sys(slot) != v) {
       if (globaltimer_ns() - start > p.timeout_ns) {

@@ -26,6 +26,12 @@
 #include "reference.h"
 #include "test_util.h"
 
+static const char *cu_name(CUresult r) {
+  const char *name = NULL;
+  collgen__cu.cuGetErrorName(r, &name);
+  return name ? name : "?";
+}
+
 static int gpu_count(void) {
   char err[256];
   int n = 0;
@@ -354,15 +360,18 @@ Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
   CUgraphExec exec[2];
   for (int r = 0; r < 2; ++r) {
     collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    cr_assert_eq(collgen__cu.cuStreamBeginCapture((CUstream)t.streams[r],
-                                                  CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CUresult e = collgen__cu.cuStreamBeginCapture((CUstream)t.streams[r],
+                                                  CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(e, CUDA_SUCCESS, "begin capture rank %d: %s", r, cu_name(e));
   }
   cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, 0,
                                      t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
   for (int r = 0; r < 2; ++r) {
     collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    cr_assert_eq(collgen__cu.cuStreamEndCapture((CUstream)t.streams[r], &graph[r]), CUDA_SUCCESS);
-    cr_assert_eq(collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0), CUDA_SUCCESS);
+    CUresult e = collgen__cu.cuStreamEndCapture((CUstream)t.streams[r], &graph[r]);
+    cr_assert_eq(e, CUDA_SUCCESS, "end capture rank %d: %s", r, cu_name(e));
+    e = collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0);
+    cr_assert_eq(e, CUDA_SUCCESS, "instantiate rank %d: %s", r, cu_name(e));
   }
   size_t bytes = (size_t)t.n * 2;
   void *expect = malloc(bytes), *got = malloc(bytes);

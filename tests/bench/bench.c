@@ -1,0 +1,547 @@
+/*
+** bench.c -- collgen-bench: collgen against NCCL in one process, same GPUs,
+** same buffers.
+**
+** For allreduce_sum over sizes 1 KB .. 1 GB and allgather_rmsnorm over rows x
+** cols, it first checks collgen's result against the CPU reference (a wrong
+** answer fails the run), then times collgen and NCCL (ncclCommInitAll;
+** ncclAllReduce; ncclAllGather followed by a plain RMSNorm kernel), eager and
+** as CUDA-graph replay. Timing: CUDA events on every rank's stream around a
+** batch of back-to-back calls, the slowest rank's time divided by the batch,
+** median of TRIALS batches after a warm-up. Inputs rotate through an arena
+** (>= 128 MB per rank) so successive calls read different memory. busbw
+** follows nccl-tests: allreduce algbw*2(n-1)/n, all-gather (gathered
+** bytes)/t*(n-1)/n. Also measures JIT costs and host overhead per call.
+**
+** usage: collgen-bench [--csv FILE] [--quick] [--max-bytes N]
+*/
+#define _GNU_SOURCE
+#include <math.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_rmsnorm_ref.h"
+#include "devbuf.h"
+#include "nvrtc.h"
+#include "reference.h"
+
+#define TRIALS 15
+#define ARENA_MIN (128ull << 20)
+#define P2P_READ_GBS 372.0 /* SPEC section 4, measured on 2 x H200 */
+
+typedef struct {
+  collgen_comm_t *comm;
+  int n;
+  ncclComm_t nccl[8];
+  collgen_stream_t streams[8];
+  CUevent start[8], stop[8];
+  CUfunction rms_fn[8];
+  FILE *csv;
+  int quick;
+} bench_t;
+
+typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
+
+static void die(const char *what, const char *msg) {
+  fprintf(stderr, "collgen-bench: %s: %s\n", what, msg);
+  exit(1);
+}
+
+#define CU(call)                                                                \
+  do {                                                                          \
+    CUresult r_ = (call);                                                       \
+    if (r_ != CUDA_SUCCESS) {                                                   \
+      const char *n_ = NULL;                                                    \
+      collgen__cu.cuGetErrorName(r_, &n_);                                      \
+      die(#call, n_ ? n_ : "?");                                                \
+    }                                                                           \
+  } while (0)
+#define NC(call)                                                                \
+  do {                                                                          \
+    ncclResult_t r_ = (call);                                                   \
+    if (r_ != ncclSuccess) die(#call, ncclGetErrorString(r_));                  \
+  } while (0)
+
+static void sync_all(bench_t *b) {
+  int rc = collgen__dev_sync_all(b->comm, b->streams);
+  if (rc != COLLGEN_OK) die("sync", collgen_comm_last_error(b->comm));
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median per-call microseconds of `batch` calls; graph = replay a captured
+** batch. */
+static double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
+  CUgraph g[8];
+  CUgraphExec ge[8];
+  if (graph) {
+    for (int r = 0; r < b->n; ++r) {
+      CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+      CU(collgen__cu.cuStreamBeginCapture((CUstream)b->streams[r], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    }
+    for (int i = 0; i < batch; ++i) fn(b, arg, i);
+    for (int r = 0; r < b->n; ++r) {
+      CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+      CU(collgen__cu.cuStreamEndCapture((CUstream)b->streams[r], &g[r]));
+      CU(collgen__cu.cuGraphInstantiate(&ge[r], g[r], 0));
+    }
+  }
+  double t[TRIALS];
+  for (int trial = -2; trial < TRIALS; ++trial) { /* two warm-up batches */
+    sync_all(b);
+    for (int r = 0; r < b->n; ++r) {
+      CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+      CU(collgen__cu.cuEventRecord(b->start[r], (CUstream)b->streams[r]));
+    }
+    if (graph) {
+      for (int r = 0; r < b->n; ++r) {
+        CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+        CU(collgen__cu.cuGraphLaunch(ge[r], (CUstream)b->streams[r]));
+      }
+    } else {
+      for (int i = 0; i < batch; ++i) fn(b, arg, i + (trial + 2) * batch);
+    }
+    for (int r = 0; r < b->n; ++r) {
+      CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+      CU(collgen__cu.cuEventRecord(b->stop[r], (CUstream)b->streams[r]));
+    }
+    sync_all(b);
+    double worst = 0;
+    for (int r = 0; r < b->n; ++r) {
+      float ms = 0;
+      CU(collgen__cu.cuEventElapsedTime(&ms, b->start[r], b->stop[r]));
+      if (ms > worst) worst = ms;
+    }
+    if (trial >= 0) t[trial] = worst * 1000.0 / batch;
+  }
+  if (graph)
+    for (int r = 0; r < b->n; ++r) {
+      collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]);
+      collgen__cu.cuGraphExecDestroy(ge[r]);
+      collgen__cu.cuGraphDestroy(g[r]);
+    }
+  qsort(t, TRIALS, sizeof t[0], cmp_double);
+  return t[TRIALS / 2];
+}
+
+static int batch_for(size_t bytes) {
+  return bytes <= (1u << 20) ? 50 : bytes <= (64u << 20) ? 10 : 2;
+}
+
+static void fill_random(collgen_dtype_t dt, void *p, int64_t n, uint64_t *s) {
+  for (int64_t i = 0; i < n; ++i) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    collgen__ref_store(dt, p, i, (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f);
+  }
+}
+
+/* One 64 MB pool of random bf16 values; uploads take windows of it at
+** rank-dependent offsets, so every byte timed is random and ranks differ. */
+#define POOL_BYTES (64u << 20)
+static uint16_t *pool;
+
+static void upload_random(bench_t *b, int r, char *dst, size_t bytes) {
+  if (!pool) {
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    pool = malloc(2 * (size_t)POOL_BYTES);
+    fill_random(COLLGEN_DTYPE_BF16, pool, (int64_t)POOL_BYTES, &seed); /* 2x for windows */
+  }
+  static size_t turn;
+  for (size_t off = 0; off < bytes; off += POOL_BYTES) {
+    size_t n = bytes - off < POOL_BYTES ? bytes - off : POOL_BYTES;
+    size_t start = ((turn++ * 4099 + (size_t)r * 65537) % (POOL_BYTES / 2)) * 2;
+    if (collgen__dev_upload(b->comm, r, dst + off, (char *)pool + start, n) != COLLGEN_OK)
+      die("upload", collgen_comm_last_error(b->comm));
+  }
+}
+
+/* ---- allreduce ---------------------------------------------------------- */
+
+typedef struct {
+  size_t bytes, slot;
+  int nslots;
+  int64_t count, shape[1];
+  char *in[8], *out[8];
+} ar_arg;
+
+static void launch_collgen_ar(bench_t *b, void *vp, int iter) {
+  ar_arg *a = vp;
+  const void *in[8];
+  void *out[8];
+  const int64_t *shapes[8];
+  size_t off = (size_t)(iter % a->nslots) * a->slot;
+  for (int r = 0; r < b->n; ++r) {
+    in[r] = a->in[r] + off;
+    out[r] = a->out[r] + off;
+    shapes[r] = a->shape;
+  }
+  int rc = collgen_allreduce_sum(b->comm, COLLGEN_DTYPE_BF16, 1, shapes, in, out, 0, b->streams);
+  if (rc != COLLGEN_OK) die("collgen_allreduce_sum", collgen_comm_last_error(b->comm));
+}
+
+static void launch_nccl_ar(bench_t *b, void *vp, int iter) {
+  ar_arg *a = vp;
+  size_t off = (size_t)(iter % a->nslots) * a->slot;
+  NC(ncclGroupStart());
+  for (int r = 0; r < b->n; ++r)
+    NC(ncclAllReduce(a->in[r] + off, a->out[r] + off, (size_t)a->count, ncclBfloat16, ncclSum,
+                     b->nccl[r], (cudaStream_t)b->streams[r]));
+  NC(ncclGroupEnd());
+}
+
+static void check_allreduce(bench_t *b, ar_arg *a) {
+  size_t bytes = a->bytes;
+  void *host[8], *expect = malloc(bytes), *got = malloc(bytes);
+  for (int r = 0; r < b->n; ++r) {
+    host[r] = malloc(bytes);
+    collgen__dev_download(b->comm, r, host[r], a->in[r], bytes);
+    collgen__dev_fill(b->comm, r, a->out[r], 0xff, bytes);
+  }
+  launch_collgen_ar(b, a, 0);
+  sync_all(b);
+  collgen__ref_allreduce(COLLGEN_DTYPE_BF16, a->count, b->n, (const void *const *)host, expect);
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_download(b->comm, r, got, a->out[r], bytes);
+    if (memcmp(got, expect, bytes) != 0) {
+      fprintf(stderr, "collgen-bench: allreduce %zu bytes: rank %d differs from the CPU "
+                      "reference\n", bytes, r);
+      exit(1);
+    }
+  }
+  for (int r = 0; r < b->n; ++r) free(host[r]);
+  free(expect);
+  free(got);
+}
+
+static void bench_allreduce(bench_t *b, size_t max_bytes) {
+  size_t arena = max_bytes * 2 > ARENA_MIN ? max_bytes * 2 : ARENA_MIN;
+  ar_arg a;
+  memset(&a, 0, sizeof a);
+  for (int r = 0; r < b->n; ++r) {
+    if (collgen__dev_alloc(b->comm, r, arena, (void **)&a.in[r]) ||
+        collgen__dev_alloc(b->comm, r, arena, (void **)&a.out[r]))
+      die("alloc", collgen_comm_last_error(b->comm));
+    upload_random(b, r, a.in[r], arena);
+  }
+  printf("\nallreduce_sum bf16, %d GPUs (us per call; speedup = NCCL time / collgen time)\n", b->n);
+  printf("%10s %10s %10s %9s %9s %10s %10s %8s %8s\n", "bytes", "eager", "graph", "algbw",
+         "busbw", "nccl_eag", "nccl_gr", "x_eager", "x_graph");
+  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+    if (b->quick && bytes != 8192 && bytes != (256u << 10) && bytes != (16u << 20) &&
+        bytes != (256u << 20) && bytes != (1u << 30))
+      continue;
+    a.bytes = bytes;
+    a.count = (int64_t)(bytes / 2);
+    a.shape[0] = a.count;
+    a.slot = (bytes + 4095) & ~(size_t)4095;
+    a.nslots = (int)(arena / a.slot);
+    if (a.nslots > 4096) a.nslots = 4096;
+    check_allreduce(b, &a);
+    int batch = batch_for(bytes);
+    double ce = time_calls(b, launch_collgen_ar, &a, batch, 0);
+    double cg = time_calls(b, launch_collgen_ar, &a, batch, 1);
+    double ne = time_calls(b, launch_nccl_ar, &a, batch, 0);
+    double ng = time_calls(b, launch_nccl_ar, &a, batch, 1);
+    double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (b->n - 1) / b->n;
+    double nbus = (double)bytes / (ng * 1e3) * 2.0 * (b->n - 1) / b->n;
+    printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f\n", bytes, ce, cg, algbw,
+           busbw, ne, ng, ne / ce, ng / cg);
+    fflush(stdout);
+    if (b->csv)
+      fprintf(b->csv, "allreduce_sum,bf16,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f\n", b->n,
+              bytes, ce, cg, ne, ng, algbw, busbw, nbus);
+  }
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_free(b->comm, r, a.in[r]);
+    collgen__dev_free(b->comm, r, a.out[r]);
+  }
+}
+
+/* ---- allgather_rmsnorm -------------------------------------------------- */
+
+typedef struct {
+  int64_t rows, cols, shard_rows[8], shapes[8][2];
+  char *in[8];
+  void *normed[8], *resid[8], *gamma[8];
+  size_t shard_slot;
+  int nslots;
+} rms_arg;
+
+static void launch_collgen_rms(bench_t *b, void *vp, int iter) {
+  rms_arg *a = vp;
+  const void *in[8];
+  const int64_t *shapes[8];
+  for (int r = 0; r < b->n; ++r) {
+    in[r] = a->in[r] + (size_t)(iter % a->nslots) * a->shard_slot;
+    shapes[r] = a->shapes[r];
+  }
+  int rc = collgen_allgather_rmsnorm(b->comm, COLLGEN_DTYPE_BF16, 2, shapes, in, a->normed,
+                                     a->resid, (const void *const *)a->gamma, 1e-6f, 1.0f, 0,
+                                     b->streams);
+  if (rc != COLLGEN_OK) die("collgen_allgather_rmsnorm", collgen_comm_last_error(b->comm));
+}
+
+static void launch_nccl_rms(bench_t *b, void *vp, int iter) {
+  rms_arg *a = vp;
+  size_t off = (size_t)(iter % a->nslots) * a->shard_slot;
+  NC(ncclGroupStart());
+  for (int r = 0; r < b->n; ++r)
+    NC(ncclAllGather(a->in[r] + off, a->resid[r], (size_t)(a->shard_rows[0] * a->cols),
+                     ncclBfloat16, b->nccl[r], (cudaStream_t)b->streams[r]));
+  NC(ncclGroupEnd());
+  for (int r = 0; r < b->n; ++r) {
+    unsigned long long cols = (unsigned long long)a->cols;
+    float eps = 1e-6f, offset = 1.0f;
+    void *args[] = {&a->resid[r], &a->gamma[r], &a->normed[r], &cols, &eps, &offset};
+    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+    CU(collgen__cu.cuLaunchKernel(b->rms_fn[r], (unsigned)a->rows, 1, 1, BENCH_RMSNORM_BLOCK, 1, 1,
+                                  0, (CUstream)b->streams[r], args, NULL));
+  }
+}
+
+static void check_rms(bench_t *b, rms_arg *a) {
+  size_t esz = 2, ob = (size_t)(a->rows * a->cols) * esz, gb = (size_t)a->cols * esz;
+  void *host[8], *gamma = malloc(gb), *ref_r = malloc(ob), *got = malloc(ob);
+  for (int r = 0; r < b->n; ++r) {
+    size_t sb = (size_t)(a->shard_rows[r] * a->cols) * esz;
+    host[r] = malloc(sb + 1);
+    collgen__dev_download(b->comm, r, host[r], a->in[r], sb);
+    collgen__dev_fill(b->comm, r, a->normed[r], 0xff, ob);
+    collgen__dev_fill(b->comm, r, a->resid[r], 0xff, ob);
+  }
+  collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb);
+  launch_collgen_rms(b, a, 0);
+  sync_all(b);
+  /* residual: the whole gathered tensor; normed: up to 64 rows spread out */
+  int64_t start = 0;
+  for (int r = 0; r < b->n; ++r) {
+    memcpy((char *)ref_r + (size_t)(start * a->cols) * esz, host[r],
+           (size_t)(a->shard_rows[r] * a->cols) * esz);
+    start += a->shard_rows[r];
+  }
+  int64_t step = a->rows > 64 ? a->rows / 64 : 1;
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_download(b->comm, r, got, a->resid[r], ob);
+    if (memcmp(got, ref_r, ob) != 0) {
+      fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: residual of rank %d differs\n",
+              (long long)a->rows, (long long)a->cols, r);
+      exit(1);
+    }
+    collgen__dev_download(b->comm, r, got, a->normed[r], ob);
+    for (int64_t row = 0; row < a->rows; row += step) {
+      double scale = collgen__ref_rmsnorm_scale(COLLGEN_DTYPE_BF16, ref_r, row, a->cols, 1e-6f);
+      for (int64_t c = 0; c < a->cols; ++c) {
+        int64_t i = row * a->cols + c;
+        double exact = collgen__ref_load(COLLGEN_DTYPE_BF16, ref_r, i) * scale *
+                       (collgen__ref_load(COLLGEN_DTYPE_BF16, gamma, c) + 1.0);
+        if (!collgen__ref_close(COLLGEN_DTYPE_BF16, collgen__ref_load(COLLGEN_DTYPE_BF16, got, i),
+                                exact)) {
+          fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: rank %d row %lld col %lld wrong\n",
+                  (long long)a->rows, (long long)a->cols, r, (long long)row, (long long)c);
+          exit(1);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < b->n; ++r) free(host[r]);
+  free(gamma);
+  free(ref_r);
+  free(got);
+}
+
+static void bench_rmsnorm(bench_t *b) {
+  static const int64_t rows_list[] = {1, 8, 32, 128, 512, 2048, 8192, 16384};
+  static const int64_t cols_list[] = {2048, 4096, 8192, 16384};
+  printf("\nallgather_rmsnorm bf16, %d GPUs (NCCL = ncclAllGather + plain RMSNorm kernel; "
+         "floor = received bytes / %.0f GB/s)\n", b->n, P2P_READ_GBS);
+  printf("%6s %6s %10s %10s %10s %10s %8s %8s %9s %7s\n", "rows", "cols", "eager", "graph",
+         "nccl_eag", "nccl_gr", "x_eager", "x_graph", "floor_us", "%floor");
+  uint64_t seed = 0xabcdefull + (uint64_t)getpid();
+  for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ++ri)
+    for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ++ci) {
+      rms_arg a;
+      memset(&a, 0, sizeof a);
+      a.rows = rows_list[ri];
+      a.cols = cols_list[ci];
+      if (b->quick && !((a.rows == 8 && a.cols == 4096) || (a.rows == 128 && a.cols == 8192) ||
+                        (a.rows == 8192 && a.cols == 8192)))
+        continue;
+      for (int r = 0; r < b->n; ++r) {
+        a.shard_rows[r] = a.rows / b->n + (r < a.rows % b->n);
+        a.shapes[r][0] = a.shard_rows[r];
+        a.shapes[r][1] = a.cols;
+      }
+      int even = a.rows % b->n == 0;
+      size_t sb = (size_t)(a.shard_rows[0] * a.cols) * 2, ob = (size_t)(a.rows * a.cols) * 2;
+      a.shard_slot = (sb + 4095) & ~(size_t)4095;
+      a.nslots = (int)(ARENA_MIN / a.shard_slot);
+      if (a.nslots < 2) a.nslots = 2;
+      if (a.nslots > 1024) a.nslots = 1024;
+      size_t arena = a.shard_slot * (size_t)a.nslots;
+      void *h = malloc((size_t)a.cols * 2);
+      for (int r = 0; r < b->n; ++r) {
+        if (collgen__dev_alloc(b->comm, r, arena, (void **)&a.in[r]) ||
+            collgen__dev_alloc(b->comm, r, ob, &a.normed[r]) ||
+            collgen__dev_alloc(b->comm, r, ob, &a.resid[r]) ||
+            collgen__dev_alloc(b->comm, r, (size_t)a.cols * 2, &a.gamma[r]))
+          die("alloc", collgen_comm_last_error(b->comm));
+        upload_random(b, r, a.in[r], arena);
+        if (r == 0) fill_random(COLLGEN_DTYPE_BF16, h, a.cols, &seed);
+        collgen__dev_upload(b->comm, r, a.gamma[r], h, (size_t)a.cols * 2);
+      }
+      free(h);
+      check_rms(b, &a);
+      int batch = batch_for(ob);
+      double ce = time_calls(b, launch_collgen_rms, &a, batch, 0);
+      double cg = time_calls(b, launch_collgen_rms, &a, batch, 1);
+      double ne = even ? time_calls(b, launch_nccl_rms, &a, batch, 0) : NAN;
+      double ng = even ? time_calls(b, launch_nccl_rms, &a, batch, 1) : NAN;
+      double floor_us = (double)ob * (b->n - 1) / b->n / (P2P_READ_GBS * 1e3);
+      printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f %8.2f %8.2f %9.2f %6.0f%%\n",
+             (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, ne / ce, ng / cg, floor_us,
+             100.0 * floor_us / cg);
+      fflush(stdout);
+      if (b->csv)
+        fprintf(b->csv, "allgather_rmsnorm,bf16,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f\n",
+                b->n, ob, (long long)a.rows, (long long)a.cols, ce, cg, ne, ng,
+                (double)ob / (cg * 1e3), (double)ob / (cg * 1e3) * (b->n - 1) / b->n,
+                (double)ob / (ng * 1e3) * (b->n - 1) / b->n);
+      for (int r = 0; r < b->n; ++r) {
+        collgen__dev_free(b->comm, r, a.in[r]);
+        collgen__dev_free(b->comm, r, a.normed[r]);
+        collgen__dev_free(b->comm, r, a.resid[r]);
+        collgen__dev_free(b->comm, r, a.gamma[r]);
+      }
+    }
+}
+
+/* ---- JIT costs and host overhead ---------------------------------------- */
+
+static void bench_jit(void) {
+  char dir[] = "/tmp/collgen-bench-cache-XXXXXX";
+  if (!mkdtemp(dir)) die("mkdtemp", "failed");
+  printf("\nJIT path (per spec): cold = generate + NVRTC + write, disk = new generator reading "
+         "the entry, memory = same generator again\n");
+  for (int op = 0; op < 2; ++op) {
+    collgen_shape_t s;
+    collgen_shape_init(&s, (collgen_op_t)op);
+    s.cols = 8192;
+    collgen_generator_t *g1, *g2;
+    collgen_kernel_info_t info;
+    collgen_generator_create(&g1, dir);
+    collgen_get_kernel(g1, &s, &info);
+    double cold = info.milliseconds;
+    collgen_generator_create(&g2, dir);
+    collgen_get_kernel(g2, &s, &info);
+    double disk = info.milliseconds;
+    double t0 = collgen__now_ms();
+    for (int i = 0; i < 1000; ++i) collgen_get_kernel(g2, &s, &info);
+    double mem_us = (collgen__now_ms() - t0); /* ms per 1000 = us per call */
+    printf("  %-48s cold %8.2f ms   disk %6.3f ms   memory %6.2f us\n", info.kernel, cold, disk,
+           mem_us);
+    collgen_generator_destroy(g1);
+    collgen_generator_destroy(g2);
+  }
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void bench_host_overhead(bench_t *b) {
+  ar_arg a;
+  memset(&a, 0, sizeof a);
+  a.bytes = 8192;
+  a.count = 4096;
+  a.shape[0] = 4096;
+  a.slot = 8192;
+  a.nslots = 1;
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_alloc(b->comm, r, 8192, (void **)&a.in[r]);
+    collgen__dev_alloc(b->comm, r, 8192, (void **)&a.out[r]);
+  }
+  launch_collgen_ar(b, &a, 0);
+  sync_all(b);
+  double per[10];
+  for (int k = 0; k < 10; ++k) {
+    double t0 = collgen__now_ms();
+    for (int i = 0; i < 100; ++i) launch_collgen_ar(b, &a, i);
+    per[k] = (collgen__now_ms() - t0) * 10.0; /* us per call */
+    sync_all(b);
+  }
+  qsort(per, 10, sizeof per[0], cmp_double);
+  collgen_comm_info_t info;
+  collgen_comm_info(b->comm, &info);
+  printf("\nhost overhead per allreduce call (call to last launch returned, %d ranks): %.2f us "
+         "(median of 10 x 100 calls)\n", b->n, per[5]);
+  printf("signal buffer per rank: %zu bytes (one rank per GPU: %zu bytes per GPU)\n",
+         info.signal_bytes_per_rank, info.signal_bytes_per_rank);
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_free(b->comm, r, a.in[r]);
+    collgen__dev_free(b->comm, r, a.out[r]);
+  }
+}
+
+int main(int argc, char **argv) {
+  bench_t b;
+  memset(&b, 0, sizeof b);
+  size_t max_bytes = 1u << 30;
+  const char *csv = NULL;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
+    else if (strcmp(argv[i], "--quick") == 0) b.quick = 1;
+    else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
+    else {
+      fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--max-bytes N]\n");
+      return 2;
+    }
+  }
+  char err[512];
+  if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) die("driver", err);
+  int count = 0;
+  collgen__cu.cuDeviceGetCount(&count);
+  b.n = count > 8 ? 8 : count;
+  int devs[8];
+  for (int i = 0; i < b.n; ++i) devs[i] = i;
+  if (collgen_comm_create(&b.comm, b.n, devs, NULL) != COLLGEN_OK) die("comm", collgen_last_error());
+  NC(ncclCommInitAll(b.nccl, b.n, devs));
+  collgen__compiled rms;
+  if (collgen__nvrtc_compile(bench_rmsnorm_source, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
+                             sizeof err) != COLLGEN_OK)
+    die("plain RMSNorm kernel", rms.log ? rms.log : err);
+  for (int r = 0; r < b.n; ++r) {
+    CUmodule m;
+    collgen__dev_stream_create(b.comm, r, &b.streams[r]);
+    CU(collgen__cu.cuCtxSetCurrent(b.comm->ctx[r]));
+    CU(collgen__cu.cuEventCreate(&b.start[r], CU_EVENT_DEFAULT));
+    CU(collgen__cu.cuEventCreate(&b.stop[r], CU_EVENT_DEFAULT));
+    CU(collgen__cu.cuModuleLoadData(&m, rms.cubin));
+    CU(collgen__cu.cuModuleGetFunction(&b.rms_fn[r], m, BENCH_RMSNORM_KERNEL));
+  }
+  if (csv) {
+    b.csv = fopen(csv, "w");
+    if (!b.csv) die("csv", csv);
+    fprintf(b.csv, "op,dtype,ngpus,bytes,rows,cols,collgen_eager_us,collgen_graph_us,nccl_eager_us,"
+                   "nccl_graph_us,algbw_graph_GBs,busbw_graph_GBs,nccl_busbw_graph_GBs\n");
+  }
+  int nver = 0;
+  ncclGetVersion(&nver);
+  printf("collgen-bench: %d GPU(s) (%s), NCCL %d, %d trials per point (median)\n", b.n,
+         b.comm->arch[0], nver, TRIALS);
+  bench_jit();
+  bench_host_overhead(&b);
+  bench_allreduce(&b, max_bytes);
+  bench_rmsnorm(&b);
+  if (b.csv) fclose(b.csv);
+  for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);
+  collgen_comm_destroy(b.comm);
+  printf("\ncollgen-bench: done (all results checked against the CPU reference)\n");
+  return 0;
+}

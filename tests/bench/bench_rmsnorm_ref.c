@@ -1,0 +1,46 @@
+/*
+** bench_rmsnorm_ref.c -- a plain, reasonably fast bf16 RMSNorm kernel: one
+** block of 1024 threads per row, 16-byte loads, f32 math, the same formula
+** as collgen. It is the second half of the "NCCL all-gather + RMSNorm"
+** baseline; it needs cols % 8 == 0 (the benchmark's cols all are).
+*/
+#include "bench_rmsnorm_ref.h"
+
+const char bench_rmsnorm_source[] =
+    "extern \"C\" __global__ void __launch_bounds__(1024)\n"
+    "plain_rmsnorm_bf16(const uint4 *x, const uint4 *gamma, uint4 *y, unsigned long long cols,\n"
+    "                   float eps, float offset) {\n"
+    "  __shared__ float partial[32];\n"
+    "  const unsigned long long nv = cols / 8, row = blockIdx.x;\n"
+    "  const uint4 *xr = x + row * nv;\n"
+    "  uint4 *yr = y + row * nv;\n"
+    "  float ss = 0.f;\n"
+    "  for (unsigned long long c = threadIdx.x; c < nv; c += blockDim.x) {\n"
+    "    uint4 v = xr[c];\n"
+    "    unsigned int w[4] = {v.x, v.y, v.z, v.w};\n"
+    "    for (int k = 0; k < 4; ++k) {\n"
+    "      float a = __uint_as_float(w[k] << 16), b = __uint_as_float(w[k] & 0xffff0000u);\n"
+    "      ss += a * a + b * b;\n"
+    "    }\n"
+    "  }\n"
+    "  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);\n"
+    "  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;\n"
+    "  __syncthreads();\n"
+    "  float tot = 0.f;\n"
+    "  for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += partial[i];\n"
+    "  const float scale = rsqrtf(tot / (float)cols + eps);\n"
+    "  for (unsigned long long c = threadIdx.x; c < nv; c += blockDim.x) {\n"
+    "    uint4 v = xr[c], g = gamma[c];\n"
+    "    unsigned int w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {g.x, g.y, g.z, g.w}, o[4];\n"
+    "    for (int k = 0; k < 4; ++k) {\n"
+    "      float a = __uint_as_float(w[k] << 16) * scale * (__uint_as_float(gw[k] << 16) + offset);\n"
+    "      float b = __uint_as_float(w[k] & 0xffff0000u) * scale *\n"
+    "                (__uint_as_float(gw[k] & 0xffff0000u) + offset);\n"
+    "      unsigned short ha, hb;\n"
+    "      asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(ha) : \"f\"(a));\n"
+    "      asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(hb) : \"f\"(b));\n"
+    "      o[k] = (unsigned int)ha | ((unsigned int)hb << 16);\n"
+    "    }\n"
+    "    yr[c] = make_uint4(o[0], o[1], o[2], o[3]);\n"
+    "  }\n"
+    "}\n";
