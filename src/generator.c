@@ -14,7 +14,21 @@
 #include "nvrtc.h"
 #include "sha256.h"
 
+/* Memo of shapes already served: a repeated shape skips the Lua planner
+** and the key hash, so a memory hit costs a hash and a memcmp. Shapes are
+** compared as bytes; collgen_shape_init zeroes padding. */
+#define MEMO_BUCKETS 256
+#define MEMO_MAX 65536 /* beyond this many shapes, plan without memoizing */
+typedef struct memo_entry {
+  collgen_shape_t shape;
+  collgen_plan_t plan;
+  const collgen__entry *entry; /* NULL until the kernel was fetched */
+  struct memo_entry *next;
+} memo_entry;
+
 struct collgen_generator {
+  memo_entry *memo[MEMO_BUCKETS];
+  int memo_count;
   collgen__lua *lua;
   collgen__cache *cache;
   char err[COLLGEN_ERRBUF];
@@ -45,6 +59,11 @@ int collgen_generator_create(collgen_generator_t **out, const char *cache_dir) {
 
 void collgen_generator_destroy(collgen_generator_t *g) {
   if (!g) return;
+  for (int b = 0; b < MEMO_BUCKETS; ++b)
+    for (memo_entry *m = g->memo[b], *next; m; m = next) {
+      next = m->next;
+      free(m);
+    }
   collgen__lua_destroy(g->lua);
   collgen__cache_close(g->cache);
   free(g);
@@ -63,11 +82,40 @@ const char *collgen__generator_cache_dir(const collgen_generator_t *g) {
   return collgen__cache_dir(g->cache);
 }
 
+static unsigned memo_bucket(const collgen_shape_t *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (size_t i = 0; i < sizeof *s; ++i) h = (h ^ p[i]) * 16777619u;
+  return h % MEMO_BUCKETS;
+}
+
+static memo_entry *memo_find(collgen_generator_t *g, const collgen_shape_t *s) {
+  for (memo_entry *m = g->memo[memo_bucket(s)]; m; m = m->next)
+    if (memcmp(&m->shape, s, sizeof *s) == 0) return m;
+  return NULL;
+}
+
 int collgen_plan(collgen_generator_t *g, const collgen_shape_t *shape,
                  collgen_plan_t *plan) {
   if (!g || !shape || !plan)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
-  return collgen__lua_plan(g->lua, shape, plan, g->err, sizeof g->err);
+  memo_entry *m = memo_find(g, shape);
+  if (m) {
+    *plan = m->plan;
+    return COLLGEN_OK;
+  }
+  int rc = collgen__lua_plan(g->lua, shape, plan, g->err, sizeof g->err);
+  if (rc != COLLGEN_OK) return rc;
+  m = g->memo_count < MEMO_MAX ? calloc(1, sizeof *m) : NULL;
+  if (m) { /* memoizing is an optimization: without memory, just don't */
+    g->memo_count++;
+    m->shape = *shape;
+    m->plan = *plan;
+    unsigned b = memo_bucket(shape);
+    m->next = g->memo[b];
+    g->memo[b] = m;
+  }
+  return COLLGEN_OK;
 }
 
 int collgen_generate_source(collgen_generator_t *g, const collgen_shape_t *shape,
@@ -124,21 +172,16 @@ static void fill_info(collgen_kernel_info_t *info, const collgen__entry *e,
   info->milliseconds = collgen__now_ms() - t0;
 }
 
-int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
-                       collgen_kernel_info_t *info) {
-  if (!g || !shape || !info)
-    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
-  double t0 = collgen__now_ms();
-  memset(info, 0, sizeof *info);
-  collgen_plan_t plan;
-  int rc = collgen_plan(g, shape, &plan);
-  if (rc != COLLGEN_OK) return rc;
+/* Memory table, disk, NVRTC, in that order; stores the entry in *out. */
+static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
+                     const collgen_plan_t *plan, collgen_kernel_info_t *info, double t0,
+                     const collgen__entry **out) {
   uint8_t key[32];
-  compute_key(g, &plan, key);
-
+  compute_key(g, plan, key);
   const collgen__entry *e = collgen__cache_find_memory(g->cache, key);
   if (e) {
     fill_info(info, e, 2, t0);
+    *out = e;
     return COLLGEN_OK;
   }
   /* A disk hit must not pay for loading NVRTC (~25 ms). Entries carry the
@@ -149,58 +192,77 @@ int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
   e = collgen__cache_find_disk(g->cache, key, major, minor);
   if (e) {
     fill_info(info, e, 1, t0);
+    *out = e;
     return COLLGEN_OK;
   }
   char nverr[1024];
   if (collgen__nvrtc_load(nverr, sizeof nverr) != COLLGEN_OK)
     return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_NVRTC,
-                         "%s: not in the cache and %s", plan.kernel, nverr);
+                         "%s: not in the cache and %s", plan->kernel, nverr);
   collgen_nvrtc_version(&major, &minor);
 
   char *source = NULL;
-  rc = collgen_generate_source(g, shape, 1, &source);
+  int rc = collgen_generate_source(g, shape, 1, &source);
   if (rc != COLLGEN_OK) return rc;
-  collgen__compiled out;
+  collgen__compiled c;
   char cerr[512], dumped[4096] = "";
-  rc = collgen__nvrtc_compile(source, plan.kernel, shape->arch[0] ? shape->arch : "sm_90",
-                              &out, cerr, sizeof cerr);
+  rc = collgen__nvrtc_compile(source, plan->kernel, shape->arch[0] ? shape->arch : "sm_90", &c,
+                              cerr, sizeof cerr);
   if (rc != COLLGEN_OK || collgen__param_dump_source())
-    dump_source(plan.kernel, source, dumped, sizeof dumped);
+    dump_source(plan->kernel, source, dumped, sizeof dumped);
   free(source);
   if (rc != COLLGEN_OK) {
-    collgen__fail(g->err, sizeof g->err, rc, "%s: %s\nsource: %s\n%s",
-                  plan.kernel, cerr, dumped[0] ? dumped : "(could not dump)",
-                  out.log ? out.log : "");
-    free(out.cubin);
-    free(out.log);
+    collgen__fail(g->err, sizeof g->err, rc, "%s: %s\nsource: %s\n%s", plan->kernel, cerr,
+                  dumped[0] ? dumped : "(could not dump)", c.log ? c.log : "");
+    free(c.cubin);
+    free(c.log);
     return rc;
-  }
-  collgen__entry *ne = calloc(1, sizeof *ne);
-  if (!ne) {
-    free(out.cubin);
-    free(out.log);
-    return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
   }
   /* Registers and local memory come from the cubin itself: NVRTC's ptxas
   ** log has been seen to come back empty when many processes compile at
-  ** once, the cubin is authoritative. */
+  ** once; the cubin is authoritative. */
   collgen__cubin_kernel k;
-  if (collgen__cubin_inspect(out.cubin, out.size, plan.kernel, &k) == 0 && k.found) {
-    out.registers = k.registers;
-    if (out.log && !strstr(out.log, "Used ")) out.spill_bytes = k.frame_bytes;
+  if (collgen__cubin_inspect(c.cubin, c.size, plan->kernel, &k) == 0 && k.found) {
+    c.registers = k.registers;
+    if (c.log && !strstr(c.log, "Used ")) c.spill_bytes = k.frame_bytes;
+  }
+  snprintf(g->log, sizeof g->log, "%s", c.log ? c.log : "");
+  free(c.log);
+  collgen__entry *ne = calloc(1, sizeof *ne);
+  if (!ne) {
+    free(c.cubin);
+    return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
   }
   memcpy(ne->key, key, 32);
-  ne->cubin = out.cubin;
-  ne->size = out.size;
-  ne->registers = out.registers;
-  ne->spill_bytes = out.spill_bytes;
+  ne->cubin = c.cubin;
+  ne->size = c.size;
+  ne->registers = c.registers;
+  ne->spill_bytes = c.spill_bytes;
   ne->nvrtc_major = major;
   ne->nvrtc_minor = minor;
-  snprintf(ne->kernel, sizeof ne->kernel, "%s", plan.kernel);
-  snprintf(ne->canonical, sizeof ne->canonical, "%s", plan.canonical);
-  snprintf(g->log, sizeof g->log, "%s", out.log ? out.log : "");
-  free(out.log);
-  e = collgen__cache_put(g->cache, ne);
-  fill_info(info, e, 0, t0);
+  snprintf(ne->kernel, sizeof ne->kernel, "%s", plan->kernel);
+  snprintf(ne->canonical, sizeof ne->canonical, "%s", plan->canonical);
+  *out = collgen__cache_put(g->cache, ne);
+  fill_info(info, *out, 0, t0);
   return COLLGEN_OK;
+}
+
+int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
+                       collgen_kernel_info_t *info) {
+  if (!g || !shape || !info)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  double t0 = collgen__now_ms();
+  memset(info, 0, sizeof *info);
+  memo_entry *m = memo_find(g, shape);
+  if (m && m->entry) {
+    fill_info(info, m->entry, 2, t0);
+    return COLLGEN_OK;
+  }
+  collgen_plan_t plan;
+  int rc = collgen_plan(g, shape, &plan);
+  if (rc != COLLGEN_OK) return rc;
+  const collgen__entry *e = NULL;
+  rc = get_entry(g, shape, &plan, info, t0, &e);
+  if (rc == COLLGEN_OK && (m = memo_find(g, shape)) != NULL) m->entry = e;
+  return rc;
 }

@@ -366,11 +366,16 @@ Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
   }
   cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, 0,
                                      t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  /* End every capture before instantiating: instantiation is refused while
+  ** the thread still has a stream capturing. */
   for (int r = 0; r < 2; ++r) {
     collgen__cu.cuCtxSetCurrent(c->ctx[r]);
     CUresult e = collgen__cu.cuStreamEndCapture((CUstream)t.streams[r], &graph[r]);
     cr_assert_eq(e, CUDA_SUCCESS, "end capture rank %d: %s", r, cu_name(e));
-    e = collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0);
+  }
+  for (int r = 0; r < 2; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    CUresult e = collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0);
     cr_assert_eq(e, CUDA_SUCCESS, "instantiate rank %d: %s", r, cu_name(e));
   }
   size_t bytes = (size_t)t.n * 2;

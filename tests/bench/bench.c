@@ -86,9 +86,12 @@ static double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int gra
       CU(collgen__cu.cuStreamBeginCapture((CUstream)b->streams[r], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     }
     for (int i = 0; i < batch; ++i) fn(b, arg, i);
-    for (int r = 0; r < b->n; ++r) {
+    for (int r = 0; r < b->n; ++r) { /* end all captures, then instantiate */
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuStreamEndCapture((CUstream)b->streams[r], &g[r]));
+    }
+    for (int r = 0; r < b->n; ++r) {
+      CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuGraphInstantiate(&ge[r], g[r], 0));
     }
   }
