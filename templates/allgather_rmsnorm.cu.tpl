@@ -26,19 +26,6 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
-// Address of gathered row `row` in its owner's shard. The owner is the last
-// rank whose first row is <= row, so empty shards are skipped naturally.
-// Unrolled with constant indices: a run-time index into the parameter
-// struct would copy it to local memory.
-__device__ __forceinline__ const void *row_source(const collgen_kparams &p, unsigned long long row) {
-  const void *shard = p.in[0];
-  unsigned long long first = 0;
-% for g = 1, G - 1 do
-  if (row >= p.row_start[${g}]) { shard = p.in[${g}]; first = p.row_start[${g}]; }
-% end
-  return (const char *)shard + (row - first) * COLS * sizeof(elem_t);
-}
-
 // Writes normed vector c of a row from its f32 values.
 __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
                                              unsigned long long c, const float *x, float scale) {
@@ -52,9 +39,19 @@ __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned 
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
   if (!group_barrier(p)) return;  // every shard is ready to be read
-  const unsigned long long rows = p.count;
-  for (unsigned long long row = blockIdx.x; row < rows; row += gridDim.x) {
-    const void *src = row_source(p, row);
+  // Rows are visited interleaved by owner (row k of rank 0, row k of rank 1,
+  // ...), so local and remote rows alternate and the link stays busy from
+  // start to end. Steps past the end of a shorter shard are skipped.
+  unsigned long long most = 0;  // rows of the largest shard
+% for g = 0, G - 1 do
+  most = max(most, p.row_start[${g + 1}] - p.row_start[${g}]);
+% end
+  for (unsigned long long step = blockIdx.x; step < most * GROUP; step += gridDim.x) {
+    const unsigned int owner = step % GROUP;
+    const unsigned long long k = step / GROUP;
+    if (k >= p.row_start[owner + 1] - p.row_start[owner]) continue;  // block-uniform
+    const unsigned long long row = p.row_start[owner] + k;
+    const void *src = (const char *)p.in[owner] + k * COLS * sizeof(elem_t);
 % if algo == "unrolled" then
     float x[${ITEMS}][VEC];
     float sumsq = 0.0f;

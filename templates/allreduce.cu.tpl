@@ -6,12 +6,20 @@
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 
-// Sums element vector i of every rank's input, in rank order.
-__device__ __forceinline__ vec_t sum_ranks(const collgen_kparams &p, unsigned long long i) {
-  vec_t v[GROUP];
+// Vectors each thread keeps in flight per loop trip: more outstanding
+// loads hide NVLink latency; large groups already issue GROUP loads.
+#define UNROLL ${G <= 4 and 2 or 1}
+
+// Loads element vector i of every rank's input.
+__device__ __forceinline__ void load_ranks(const collgen_kparams &p, unsigned long long i,
+                                           vec_t *v) {
 % for g = 0, G - 1 do
   v[${g}] = load_vec(p.in[${g}], i);
 % end
+}
+
+// Sums one vector of every rank, in rank order, in f32; rounds once.
+__device__ __forceinline__ vec_t sum_ranks(const vec_t *v) {
   float acc[VEC];
   unpack(v[0], acc);
 % if G > 1 then
@@ -46,7 +54,15 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
 % if algo == "oneshot" then
   // One-shot: this rank pulls every input and writes only its own output.
   void *out = p.out[p.rank];
-  for (unsigned long long i = tid; i < nvec; i += stride) store_vec(out, i, sum_ranks(p, i));
+  for (unsigned long long i = tid; i < nvec; i += UNROLL * stride) {
+    vec_t v[UNROLL][GROUP];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) load_ranks(p, i + u * stride, v[u]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) store_vec(out, i + u * stride, sum_ranks(v[u]));
+  }
 %   if VEC > 1 then
   for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
     ((elem_t *)out)[i] = sum_ranks_scalar(p, i);
@@ -57,11 +73,19 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
   // each element before writing it, so in-place calls are safe.
   const unsigned long long begin = nvec * p.rank / GROUP;
   const unsigned long long end = nvec * (p.rank + 1) / GROUP;
-  for (unsigned long long i = begin + tid; i < end; i += stride) {
-    const vec_t s = sum_ranks(p, i);
+  for (unsigned long long i = begin + tid; i < end; i += UNROLL * stride) {
+    vec_t v[UNROLL][GROUP];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < end) load_ranks(p, i + u * stride, v[u]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (i + u * stride >= end) continue;
+      const vec_t s = sum_ranks(v[u]);
 %   for g = 0, G - 1 do
-    store_vec(p.out[${g}], i, s);
+      store_vec(p.out[${g}], i + u * stride, s);
 %   end
+    }
   }
 %   if VEC > 1 then
   if (p.rank == GROUP - 1) {  // the scalar tail belongs to the last rank

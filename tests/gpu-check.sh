@@ -45,6 +45,7 @@ if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
 fi
 if [ $BENCH = 1 ] && [ -x build-gpu/tests/bench/collgen-bench ]; then
   step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
+  [ "${TUNE:-0}" = 1 ] && step tune ./build-gpu/tests/bench/collgen-bench --tune
 fi
 echo
 echo "== gpu-check summary ($(head -1 "$OUT/gpus.txt")) =="

@@ -40,7 +40,8 @@ typedef struct {
   CUevent start[8], stop[8];
   CUfunction rms_fn[8];
   FILE *csv;
-  int quick;
+  int quick;  /* only the sizes the benchmark issue quotes */
+  int tune;   /* grid-cap sweep: few sizes, no NCCL */
 } bench_t;
 
 typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
@@ -241,6 +242,9 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
     if (b->quick && bytes != 8192 && bytes != (256u << 10) && bytes != (16u << 20) &&
         bytes != (256u << 20) && bytes != (1u << 30))
       continue;
+    if (b->tune && bytes != 8192 && bytes != (1u << 20) && bytes != (16u << 20) &&
+        bytes != (256u << 20))
+      continue;
     a.bytes = bytes;
     a.count = (int64_t)(bytes / 2);
     a.shape[0] = a.count;
@@ -251,8 +255,8 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
     int batch = batch_for(bytes);
     double ce = time_calls(b, launch_collgen_ar, &a, batch, 0);
     double cg = time_calls(b, launch_collgen_ar, &a, batch, 1);
-    double ne = time_calls(b, launch_nccl_ar, &a, batch, 0);
-    double ng = time_calls(b, launch_nccl_ar, &a, batch, 1);
+    double ne = b->tune ? NAN : time_calls(b, launch_nccl_ar, &a, batch, 0);
+    double ng = b->tune ? NAN : time_calls(b, launch_nccl_ar, &a, batch, 1);
     double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (b->n - 1) / b->n;
     double nbus = (double)bytes / (ng * 1e3) * 2.0 * (b->n - 1) / b->n;
     printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f\n", bytes, ce, cg, algbw,
@@ -374,8 +378,9 @@ static void bench_rmsnorm(bench_t *b) {
       memset(&a, 0, sizeof a);
       a.rows = rows_list[ri];
       a.cols = cols_list[ci];
-      if (b->quick && !((a.rows == 8 && a.cols == 4096) || (a.rows == 128 && a.cols == 8192) ||
-                        (a.rows == 8192 && a.cols == 8192)))
+      if ((b->quick || b->tune) &&
+          !((a.rows == 8 && a.cols == 4096) || (a.rows == 128 && a.cols == 8192) ||
+            (a.rows == 8192 && a.cols == 8192)))
         continue;
       for (int r = 0; r < b->n; ++r) {
         a.shard_rows[r] = a.rows / b->n + (r < a.rows % b->n);
@@ -405,8 +410,8 @@ static void bench_rmsnorm(bench_t *b) {
       int batch = batch_for(ob);
       double ce = time_calls(b, launch_collgen_rms, &a, batch, 0);
       double cg = time_calls(b, launch_collgen_rms, &a, batch, 1);
-      double ne = even ? time_calls(b, launch_nccl_rms, &a, batch, 0) : NAN;
-      double ng = even ? time_calls(b, launch_nccl_rms, &a, batch, 1) : NAN;
+      double ne = even && !b->tune ? time_calls(b, launch_nccl_rms, &a, batch, 0) : NAN;
+      double ng = even && !b->tune ? time_calls(b, launch_nccl_rms, &a, batch, 1) : NAN;
       double floor_us = (double)ob * (b->n - 1) / b->n / (P2P_READ_GBS * 1e3);
       printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f %8.2f %8.2f %9.2f %6.0f%%\n",
              (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, ne / ce, ng / cg, floor_us,
@@ -500,9 +505,10 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) b.quick = 1;
+    else if (strcmp(argv[i], "--tune") == 0) b.tune = 1;
     else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
     else {
-      fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--max-bytes N]\n");
+      fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]\n");
       return 2;
     }
   }
@@ -538,10 +544,28 @@ int main(int argc, char **argv) {
   ncclGetVersion(&nver);
   printf("collgen-bench: %d GPU(s) (%s), NCCL %d, %d trials per point (median)\n", b.n,
          b.comm->arch[0], nver, TRIALS);
-  bench_jit();
-  bench_host_overhead(&b);
-  bench_allreduce(&b, max_bytes);
-  bench_rmsnorm(&b);
+  if (b.tune) {
+    /* Same kernels, grid caps from 16 to 256 blocks: one communicator per
+    ** cap (they share the primary contexts, so the streams stay valid). */
+    static const int caps[] = {16, 32, 64, 96, 132, 192, 256};
+    collgen_comm_t *main_comm = b.comm;
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; ++k) {
+      collgen_comm_options_t o;
+      collgen_comm_options_init(&o);
+      o.max_blocks = caps[k];
+      if (collgen_comm_create(&b.comm, b.n, devs, &o) != COLLGEN_OK) die("comm", collgen_last_error());
+      printf("\n=== tune: grid cap %d blocks ===", caps[k]);
+      bench_allreduce(&b, 256u << 20);
+      bench_rmsnorm(&b);
+      collgen_comm_destroy(b.comm);
+    }
+    b.comm = main_comm;
+  } else {
+    bench_jit();
+    bench_host_overhead(&b);
+    bench_allreduce(&b, max_bytes);
+    bench_rmsnorm(&b);
+  }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);
   collgen_comm_destroy(b.comm);

@@ -161,11 +161,19 @@ __device__ bool group_barrier(const collgen_kparams &p) {
   return block_timed_out == 0;
 }
 
-// Sums element vector i of every rank's input, in rank order.
-__device__ __forceinline__ vec_t sum_ranks(const collgen_kparams &p, unsigned long long i) {
-  vec_t v[GROUP];
+// Vectors each thread keeps in flight per loop trip: more outstanding
+// loads hide NVLink latency; large groups already issue GROUP loads.
+#define UNROLL 2
+
+// Loads element vector i of every rank's input.
+__device__ __forceinline__ void load_ranks(const collgen_kparams &p, unsigned long long i,
+                                           vec_t *v) {
   v[0] = load_vec(p.in[0], i);
   v[1] = load_vec(p.in[1], i);
+}
+
+// Sums one vector of every rank, in rank order, in f32; rounds once.
+__device__ __forceinline__ vec_t sum_ranks(const vec_t *v) {
   float acc[VEC];
   unpack(v[0], acc);
   float x[VEC];
@@ -191,7 +199,15 @@ extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_oneshot_bf16
   const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   // One-shot: this rank pulls every input and writes only its own output.
   void *out = p.out[p.rank];
-  for (unsigned long long i = tid; i < nvec; i += stride) store_vec(out, i, sum_ranks(p, i));
+  for (unsigned long long i = tid; i < nvec; i += UNROLL * stride) {
+    vec_t v[UNROLL][GROUP];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) load_ranks(p, i + u * stride, v[u]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) store_vec(out, i + u * stride, sum_ranks(v[u]));
+  }
   for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
     ((elem_t *)out)[i] = sum_ranks_scalar(p, i);
   group_barrier(p);  // every rank is done reading inputs and writing outputs
