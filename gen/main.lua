@@ -43,7 +43,7 @@ function M.render(spec, line_directives)
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
     COLS = spec.cols, ITEMS = spec.items, algo = spec.algo,
-    MAX_BLOCKS = planner.MAX_BLOCKS,
+    MAX_BLOCKS = planner.MAX_BLOCKS, LL_LINES = planner.LL_LINES,
   }
   return renderer.render(spec.template, vars, line_directives)
 end

@@ -13,6 +13,7 @@
 local M = {}
 
 M.MAX_BLOCKS = 256        -- signal-buffer slots per rank; grids never exceed it
+M.LL_LINES = 32768        -- LL lines per (bank, sender): 8 payload bytes each
 M.DEFAULT_BLOCKS = 128    -- default grid cap for streaming kernels
 M.DTYPE_BYTES = { bf16 = 2, f16 = 2, f32 = 4 }
 M.ARCHS = { sm_80 = true, sm_86 = true, sm_89 = true, sm_90 = true,
@@ -22,6 +23,11 @@ M.ARCHS = { sm_80 = true, sm_86 = true, sm_89 = true, sm_90 = true,
 -- moves as many bytes per link direction as two-shot, so it is used at every
 -- size; with more ranks two-shot moves 2(G-1)/G instead of (G-1) inputs.
 M.ONESHOT_MAX_BYTES = { [2] = math.maxinteger, default = 256 * 1024 }
+
+-- Up to this many bytes the barrier-free LL push kernel is used (16-byte
+-- aligned pointers only): one link crossing and no barrier round trips, at
+-- the price of sending each byte twice (8 payload bytes per 16-byte line).
+M.LL_MAX_BYTES = 256 * 1024
 
 local function fail(msg) error("planner: " .. msg, 0) end
 
@@ -55,8 +61,11 @@ local function plan_allreduce(s)
   if s.elems < 0 then fail("elems must be >= 0") end
   local vec = s.aligned16 and (16 // esize) or 1
   local algo
+  local bytes = s.elems * esize
   if g == 1 then
     algo = "oneshot"
+  elseif s.aligned16 and bytes <= math.min(M.LL_MAX_BYTES, M.LL_LINES * 8) then
+    algo = "ll"        -- peers never read our buffers: in-place is safe too
   elseif s.inplace then
     algo = "twoshot"   -- one-shot would overwrite inputs peers still read
   else
@@ -66,6 +75,7 @@ local function plan_allreduce(s)
   local block = 512
   local work = ceil_div(s.elems, vec)          -- vectors this rank walks
   if algo == "twoshot" then work = ceil_div(work, g) end
+  if algo == "ll" then block, work = 256, ceil_div(bytes, 8) end  -- one line per thread
   local grid = clamp(ceil_div(work, block), 1, grid_cap(s))
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define COLLGEN_SIGNAL_MAX_BLOCKS 256
+#define COLLGEN_LL_LINES 32768 /* 8 payload bytes each: 256 KiB per message */
 
 typedef struct {
   const void *in[8];
@@ -30,6 +31,10 @@ typedef struct {
 typedef struct {
   unsigned int counter[COLLGEN_SIGNAL_MAX_BLOCKS][8];
   unsigned int peer_flag[2][COLLGEN_SIGNAL_MAX_BLOCKS][8];
+  unsigned int ll_epoch[8];
+  unsigned int ll_done;
+  unsigned int ll_pad[7];
+  unsigned int ll_lines[2][8][COLLGEN_LL_LINES][4];
 } collgen__signal;
 
 /* Words of a rank's host-mapped error record: {flag, rank, peer, block}. */

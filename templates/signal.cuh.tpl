@@ -20,10 +20,16 @@
 // kernel returns without touching outputs further.
 
 #define COLLGEN_MAX_BLOCKS ${MAX_BLOCKS}
+#define COLLGEN_LL_LINES ${LL_LINES}   // 16-byte lines per (bank, sender)
 
 struct collgen_signal {
   unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
   unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
+  // Low-latency (LL) path, see the LL kernel in allreduce.cu.tpl:
+  unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
+  unsigned int ll_done;      // blocks of the running LL call that finished
+  unsigned int ll_pad[7];
+  uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
 };
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {

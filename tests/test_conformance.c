@@ -1,7 +1,7 @@
 /*
 ** test_conformance.c -- template conformance over the spec matrix: both ops
-** x 3 dtypes x ngpus 2..8 x every group size x (allreduce: one-shot,
-** two-shot, unaligned) or (allgather_rmsnorm: many cols), for sm_90 and
+** x 3 dtypes x ngpus 2..8 x every group size x (allreduce: LL, one-shot,
+** two-shot, in-place, unaligned) or (allgather_rmsnorm: many cols), for sm_90 and
 ** sm_80. For every distinct kernel: the source is byte-identical from two
 ** fresh Lua states, NVRTC compiles it without warnings, the cubin exports
 ** the kernel symbol with the parameter block the runtime builds
@@ -81,10 +81,10 @@ static void run_matrix(collgen_op_t op, collgen_dtype_t dtype, const char *arch)
       snprintf(s.arch, sizeof s.arch, "%s", arch);
       if (op == COLLGEN_OP_ALLREDUCE_SUM) {
         for (int aligned = 0; aligned < 2; ++aligned)
-          for (int variant = 0; variant < 3; ++variant) {
+          for (int variant = 0; variant < 4; ++variant) {
             s.aligned16 = aligned;
-            s.elems = variant == 1 ? (int64_t)1 << 26 : 1001;
-            s.inplace = variant == 2;
+            s.elems = variant % 2 ? (int64_t)1 << 26 : 1001;
+            s.inplace = variant >= 2;
             check_spec(c, &s);
           }
       } else if (g >= 2) {

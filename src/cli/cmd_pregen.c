@@ -2,7 +2,7 @@
 ** cmd_pregen.c -- `collgen pregen`: compile a matrix of specs into a cache
 ** so that a deployment starts with zero NVRTC calls. The matrix is
 ** archs x ops x dtypes x ngpus x every group size dividing ngpus x (for
-** allreduce) one-shot, two-shot and the unaligned variants, (for
+** allreduce) LL, one-shot, two-shot and the unaligned variants, (for
 ** allgather_rmsnorm) each cols. Specs that plan to the same kernel are
 ** compiled once. -j N forks N workers, each with its own generator.
 */
@@ -136,12 +136,14 @@ int cmd_pregen(int argc, char **argv) {
             s.group_size = gs;
             snprintf(s.arch, sizeof s.arch, "%s", archs[a]);
             if (op == COLLGEN_OP_ALLREDUCE_SUM) {
+              /* small (LL), large (one-/two-shot), each in-place or not,
+              ** aligned or not: every algorithm the planner can pick */
               static const int64_t sizes[] = {4096, 64 << 20};
               for (int al = 1; al >= 0; --al)
-                for (int k = 0; k < 3; ++k) {
+                for (int k = 0; k < 4; ++k) {
                   s.aligned16 = al;
-                  s.elems = sizes[k == 2 ? 0 : k];
-                  s.inplace = k == 2;
+                  s.elems = sizes[k % 2];
+                  s.inplace = k >= 2;
                   add_unique(g, &l, seen, &s);
                 }
             } else {

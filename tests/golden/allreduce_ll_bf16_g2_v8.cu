@@ -1,0 +1,321 @@
+// collgen allreduce_sum: collgen_allreduce_ll_bf16_g2_v8
+// dtype bf16, group of 2, algorithm ll, 8 element(s) per
+// access, 256 threads per block. Sums are taken in f32 in rank order
+// 0..1 and rounded once, so every rank and both algorithms produce the
+// same bits for the same inputs.
+// ---- collgen common device code (templates/common.cuh.tpl) ----
+// Kernel parameters, the element type bf16 and its f32 conversions, and
+// 16-byte vector helpers. No CUDA headers are included: conversions use PTX
+// cvt instructions, so NVRTC needs no include path.
+
+// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
+// the same struct; the conformance test checks the sizes agree.
+struct collgen_kparams {
+  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
+  void *out[8];                 // allreduce: every rank's output
+  void *signal[8];              // per-rank signal buffers
+  void *normed;                 // allgather_rmsnorm: this rank's normed output
+  void *residual;               // allgather_rmsnorm: this rank's gathered rows
+  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
+  unsigned int *error;          // this rank's error record (host-mapped)
+  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
+  unsigned long long timeout_ns;   // bound on every barrier wait
+  float eps;                    // rmsnorm epsilon
+  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
+  unsigned int rank;            // this rank's index in its group
+  unsigned int group_base;      // communicator index of the group's rank 0
+};
+
+typedef unsigned short elem_t;
+#define VEC 8              // elements per vector access
+#define GROUP 2              // ranks in the group
+
+__device__ __forceinline__ float to_f32(elem_t h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ elem_t from_f32(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// One 16-byte access moves VEC elements.
+struct vec_t { uint4 raw; };
+
+__device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i) {
+  vec_t v;
+  v.raw = ((const uint4 *)base)[i];
+  return v;
+}
+__device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
+  ((uint4 *)base)[i] = v.raw;
+}
+// Unpacks a vector into VEC floats (element 0 in the low bits).
+__device__ __forceinline__ void unpack(vec_t v, float *f) {
+  const unsigned int w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = to_f32((elem_t)(w[k] & 0xffffu));
+    f[2 * k + 1] = to_f32((elem_t)(w[k] >> 16));
+  }
+}
+// Rounds VEC floats once each and packs them into a vector.
+__device__ __forceinline__ vec_t pack(const float *f) {
+  vec_t v;
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = (unsigned int)from_f32(f[2 * k]) | ((unsigned int)from_f32(f[2 * k + 1]) << 16);
+  v.raw = make_uint4(w[0], w[1], w[2], w[3]);
+  return v;
+}
+// ---- collgen barrier protocol (templates/signal.cuh.tpl) ----
+// Each rank owns a signal buffer in its device memory, mapped by its peers.
+// Block b of every rank of a group synchronizes only with block b of the
+// others, so all ranks launch the same grid (the planner guarantees it).
+//
+// For each (block, peer) a rank keeps a monotonic 32-bit counter. At a
+// barrier it increments the counter to v, writes v into the peer's
+// peer_flag[v % 2][block][my rank] with a system-scope release store, then
+// spins with system-scope acquire loads until its own
+// peer_flag[v % 2][block][peer] equals v. Slots are indexed by communicator
+// rank (group_base + group rank), not group rank: a pair of ranks then
+// counts exactly the barriers it shares, whatever group sizes earlier calls
+// used (indexing by group rank would desynchronize after a call with another
+// group size and hang). Two banks keep a peer that is
+// already at the next barrier from overwriting a slot not yet read. Counters
+// never reset, so the state stays valid across CUDA-graph replays.
+//
+// Every wait is bounded by %globaltimer: past timeout_ns the thread records
+// {1, rank, peer, block} in the rank's host-mapped error record and the
+// kernel returns without touching outputs further.
+
+#define COLLGEN_MAX_BLOCKS 256
+#define COLLGEN_LL_LINES 32768   // 16-byte lines per (bank, sender)
+
+struct collgen_signal {
+  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
+  // Low-latency (LL) path, see the LL kernel in allreduce.cu.tpl:
+  unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
+  unsigned int ll_done;      // blocks of the running LL call that finished
+  unsigned int ll_pad[7];
+  uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
+};
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void store_release_sys(unsigned int *p, unsigned int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned int load_acquire_sys(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Records a timeout; the flag word is written last so the host never sees a
+// half-written record.
+__device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
+  volatile unsigned int *e = p.error;
+  e[1] = p.rank;
+  e[2] = peer;
+  e[3] = blockIdx.x;
+  __threadfence_system();
+  e[0] = 1u;
+}
+
+// Set once per block when a wait expired; the kernel then stops.
+__shared__ int block_timed_out;
+
+// Must run first in every kernel (before group_barrier's __syncthreads).
+__device__ __forceinline__ void barrier_prologue() {
+  if (threadIdx.x == 0) block_timed_out = 0;
+}
+
+// Synchronizes block blockIdx.x with the same block on every rank of the
+// group. Writes of this block before the call are visible to the peers'
+// blocks after theirs. Returns false (for the whole block) on timeout.
+__device__ bool group_barrier(const collgen_kparams &p) {
+  __syncthreads();  // this block's earlier writes precede the release below
+  if (threadIdx.x < GROUP) {
+    const unsigned int peer = threadIdx.x;                // group rank
+    const unsigned int peer_id = p.group_base + peer;      // communicator rank
+    const unsigned int my_id = p.group_base + p.rank;
+    collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+    collgen_signal *theirs = (collgen_signal *)p.signal[peer];
+    const unsigned int v = mine->counter[blockIdx.x][peer_id] + 1u;
+    mine->counter[blockIdx.x][peer_id] = v;
+    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
+    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
+    const unsigned long long start = globaltimer_ns();
+    while (load_acquire_sys(slot) != v) {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return block_timed_out == 0;
+}
+
+// Vectors each thread keeps in flight per loop trip: more outstanding
+// loads hide NVLink latency; large groups already issue GROUP loads.
+#define UNROLL 2
+
+// Loads element vector i of every rank's input.
+__device__ __forceinline__ void load_ranks(const collgen_kparams &p, unsigned long long i,
+                                           vec_t *v) {
+  v[0] = load_vec(p.in[0], i);
+  v[1] = load_vec(p.in[1], i);
+}
+
+// Sums one vector of every rank, in rank order, in f32; rounds once.
+__device__ __forceinline__ vec_t sum_ranks(const vec_t *v) {
+  float acc[VEC];
+  unpack(v[0], acc);
+  float x[VEC];
+  unpack(v[1], x);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] += x[k];
+  return pack(acc);
+}
+
+// Sums scalar element i (the tail past the last whole vector).
+__device__ __forceinline__ elem_t sum_ranks_scalar(const collgen_kparams &p, unsigned long long i) {
+  float acc = to_f32(((const elem_t *)p.in[0])[i]);
+  acc += to_f32(((const elem_t *)p.in[1])[i]);
+  return from_f32(acc);
+}
+
+// ---- LL (low-latency) one-shot push, no barrier ----
+// Each 8 payload bytes travel in a 16-byte line {data0, flag, data1, flag}
+// written with one volatile 16-byte store into every peer's signal buffer;
+// the reader polls its own buffer until both flags of a line equal the
+// epoch of this call, so data and "ready" arrive together (each 8-byte half
+// is single-copy atomic). The epoch of a pair of ranks counts the LL calls
+// they shared, so it agrees on both sides whatever group sizes were used.
+// Lines alternate between two banks by epoch: a peer can be at most one
+// call ahead (it cannot finish call e+1 without our data of call e+1), so it
+// never overwrites lines we have not read. Peers never touch our input or
+// output buffers, so in-place calls are safe.
+#define EPL 4   // elements per line (8 payload bytes)
+
+union line_payload {
+  uint2 w;
+  elem_t e[EPL];
+};
+
+__device__ __forceinline__ void store_line(uint4 *dst, uint2 d, unsigned int flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x),
+               "r"(flag), "r"(d.y), "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4 *src) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src)
+               : "memory");
+  return v;
+}
+
+// Line `line` of an input; elements past `count` read as zero.
+__device__ __forceinline__ uint2 read_payload(const void *in, unsigned long long line,
+                                              unsigned long long count) {
+  if ((line + 1) * EPL <= count) return ((const uint2 *)in)[line];
+  line_payload u;
+  u.w = make_uint2(0u, 0u);
+#pragma unroll
+  for (int k = 0; k < EPL; ++k)
+    if (line * EPL + k < count) u.e[k] = ((const elem_t *)in)[line * EPL + k];
+  return u.w;
+}
+
+__device__ __forceinline__ void unpack_line(uint2 w, float *f) {
+  line_payload u;
+  u.w = w;
+#pragma unroll
+  for (int k = 0; k < EPL; ++k) f[k] = to_f32(u.e[k]);
+}
+
+// Rounds the sums once and writes the valid elements of a line.
+__device__ __forceinline__ void write_line(void *out, unsigned long long line,
+                                           unsigned long long count, const float *f) {
+  line_payload u;
+#pragma unroll
+  for (int k = 0; k < EPL; ++k) u.e[k] = from_f32(f[k]);
+  if ((line + 1) * EPL <= count) {
+    ((uint2 *)out)[line] = u.w;
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < EPL; ++k)
+    if (line * EPL + k < count) ((elem_t *)out)[line * EPL + k] = u.e[k];
+}
+
+extern "C" __global__ void __launch_bounds__(256) collgen_allreduce_ll_bf16_g2_v8(const collgen_kparams p) {
+  barrier_prologue();
+  __syncthreads();
+  collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+  const unsigned int my_id = p.group_base + p.rank;
+  unsigned int epoch[GROUP];
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+  const unsigned long long lines = (p.count + EPL - 1) / EPL;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long line = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       line < lines; line += stride) {
+    const uint2 own = read_payload(p.in[p.rank], line, p.count);
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {  // push our 8 bytes to every peer
+      if (g == (int)p.rank) continue;
+      collgen_signal *peer = (collgen_signal *)p.signal[g];
+      store_line(&peer->ll_lines[epoch[g] & 1u][my_id][line], own, epoch[g]);
+    }
+    float acc[EPL], x[EPL];
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {  // sum every rank's bytes in rank order
+      uint2 w = own;
+      if (g != (int)p.rank) {
+        const uint4 *slot = &mine->ll_lines[epoch[g] & 1u][p.group_base + g][line];
+        uint4 v = load_line(slot);
+        const unsigned long long start = globaltimer_ns();
+        while (v.y != epoch[g] || v.w != epoch[g]) {
+          if (globaltimer_ns() - start > p.timeout_ns) {
+            record_timeout(p, g);
+            block_timed_out = 1;
+            return;  // the communicator is unusable now; stop here
+          }
+          v = load_line(slot);
+        }
+        w = make_uint2(v.x, v.z);
+      }
+      if (g == 0) {
+        unpack_line(w, acc);
+      } else {
+        unpack_line(w, x);
+#pragma unroll
+        for (int k = 0; k < EPL; ++k) acc[k] += x[k];
+      }
+    }
+    write_line(p.out[p.rank], line, p.count, acc);
+  }
+  // The last block to finish advances every pair's epoch for the next call
+  // (the next kernel on this stream starts after this one ends).
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&mine->ll_done, 1u) == gridDim.x - 1) {
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) mine->ll_epoch[p.group_base + g] = epoch[g];
+    mine->ll_done = 0;
+  }
+}
