@@ -19,10 +19,12 @@ M.DTYPE_BYTES = { bf16 = 2, f16 = 2, f32 = 4 }
 M.ARCHS = { sm_80 = true, sm_86 = true, sm_89 = true, sm_90 = true,
             sm_90a = true, sm_100 = true, sm_100a = true, sm_120 = true }
 
--- One-shot (pull all inputs) wins while latency dominates. With 2 ranks it
--- moves as many bytes per link direction as two-shot, so it is used at every
--- size; with more ranks two-shot moves 2(G-1)/G instead of (G-1) inputs.
-M.ONESHOT_MAX_BYTES = { [2] = math.maxinteger, default = 256 * 1024 }
+-- Above the LL range, two-shot (reduce a slice, push it to every rank) is
+-- used. With more than 2 ranks it moves 2(G-1)/G instead of (G-1) inputs per
+-- rank; with 2 ranks it moves as many bytes as one-shot, but half of them as
+-- posted writes, and measured 1-8% faster from 1 MB to 1 GB on 2 x H200
+-- (docs/perf-notes.md). One-shot remains for unaligned small calls.
+M.ONESHOT_MAX_BYTES = { default = 256 * 1024 }
 
 -- Up to this many bytes the barrier-free LL push kernel is used (16-byte
 -- aligned pointers only): one link crossing and no barrier round trips, at

@@ -70,7 +70,9 @@ static void expect_golden(const char *args, const char *golden) {
 
 Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_sum --elems 1000000 --no-line-directives",
-                "allreduce_oneshot_bf16_g2_v8.cu");
+                "allreduce_twoshot_bf16_g2_v8.cu");
+  expect_golden("gen allreduce_sum --elems 1000 --unaligned --no-line-directives",
+                "allreduce_oneshot_bf16_g2_v1.cu");
   expect_golden("gen allreduce_sum --no-line-directives", "allreduce_ll_bf16_g2_v8.cu");
   expect_golden("gen allgather_rmsnorm --dtype f16 --ngpus 4 --cols 5120 --no-line-directives",
                 "allgather_rmsnorm_f16_g4_c5120.cu");
@@ -99,22 +101,22 @@ Test(cli, pregen_fills_then_finds_everything) {
   cr_assert(line, "%s", out);
   cr_assert_eq(sscanf(line, "pregen: %d compiled, %d already cached, %d failed", &compiled,
                       &cached, &failed), 3);
-  cr_expect_eq(compiled, 8, "g1: 2 allreduce; g2: 5 allreduce + 1 rmsnorm\n%s", out);
+  cr_expect_eq(compiled, 7, "g1: 2 allreduce; g2: 4 allreduce + 1 rmsnorm\n%s", out);
   cr_expect_eq(cached, 0);
   cr_expect_eq(failed, 0);
   free(out);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "pregen: 0 compiled, 8 already cached, 0 failed"), "%s", out);
+  cr_expect(strstr(out, "pregen: 0 compiled, 7 already cached, 0 failed"), "%s", out);
   free(out);
 
   snprintf(args, sizeof args, "cache ls --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "cache ls: 8 entries"), "%s", out);
+  cr_expect(strstr(out, "cache ls: 7 entries"), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_twoshot_f32_g2_v4"), "%s", out);
   free(out);
   snprintf(args, sizeof args, "cache verify --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "8 entries"), "%s", out);
+  cr_expect(strstr(out, "7 entries"), "%s", out);
   free(out);
 
   /* Corrupt one entry: verify reports and removes it, exit 1. */
@@ -127,12 +129,12 @@ Test(cli, pregen_fills_then_finds_everything) {
   cr_expect(strstr(out, "BAD") && strstr(out, "checksum mismatch"), "%s", out);
   free(out);
   cr_expect_eq(cg(args, &out), 0, "the bad entry was removed: %s", out);
-  cr_expect(strstr(out, "7 entries"), "%s", out);
+  cr_expect(strstr(out, "6 entries"), "%s", out);
   free(out);
 
   snprintf(args, sizeof args, "cache clear --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "removed 7 entries"), "%s", out);
+  cr_expect(strstr(out, "removed 6 entries"), "%s", out);
   free(out);
 }
 
@@ -157,7 +159,7 @@ Test(cli, info_and_demo_without_gpu) {
   snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DIR='%s' %s demo", dir, COLLGEN_CLI_PATH);
   cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
   cr_expect(strstr(out, "no GPU found"), "%s", out);
-  cr_expect(strstr(out, "collgen_allreduce_oneshot_bf16_g2_v8"), "%s", out);
+  cr_expect(strstr(out, "collgen_allreduce_twoshot_bf16_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
   free(out);
 }

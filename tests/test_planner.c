@@ -32,25 +32,27 @@ static collgen_plan_t plan_ar(int ngpus, int group, int64_t elems, int aligned, 
 TestSuite(planner, .init = setup, .fini = teardown);
 
 Test(planner, allreduce_algorithms) {
-  cr_expect_str_eq(plan_ar(2, 0, 1 << 30, 1, 0).algo, "oneshot");
+  cr_expect_str_eq(plan_ar(2, 0, 1 << 30, 1, 0).algo, "twoshot");
+  cr_expect_str_eq(plan_ar(2, 0, 1000, 0, 0).algo, "oneshot", "unaligned and small");
   cr_expect_str_eq(plan_ar(4, 0, 1024, 1, 0).algo, "ll", "small and aligned: LL push");
   cr_expect_str_eq(plan_ar(4, 0, 131072, 1, 0).algo, "ll", "256 KiB is still LL");
   cr_expect_str_eq(plan_ar(4, 0, 131073, 1, 0).algo, "twoshot");
-  cr_expect_str_eq(plan_ar(2, 0, 131073, 1, 0).algo, "oneshot");
+  cr_expect_str_eq(plan_ar(2, 0, 131073, 1, 0).algo, "twoshot");
   cr_expect_str_eq(plan_ar(4, 0, 1024, 0, 0).algo, "oneshot", "LL needs 16-byte alignment");
   cr_expect_str_eq(plan_ar(4, 0, 64 << 20, 1, 0).algo, "twoshot");
   cr_expect_str_eq(plan_ar(4, 0, 1024, 1, 1).algo, "ll", "LL is safe in place");
   cr_expect_str_eq(plan_ar(4, 0, 1 << 20, 1, 1).algo, "twoshot", "in-place one-shot is not");
   cr_expect_str_eq(plan_ar(8, 1, 1024, 1, 1).algo, "oneshot", "a group of one just copies");
-  collgen_plan_t p = plan_ar(2, 0, 1000003, 1, 0);
+  collgen_plan_t p = plan_ar(2, 0, 10000003, 1, 0);
   cr_expect_eq(p.vec, 8);
   cr_expect_eq(p.group, 2);
   cr_expect_eq(p.block, 512);
   cr_expect_eq(p.grid, 128, "capped at the default");
-  cr_expect_str_eq(p.kernel, "collgen_allreduce_oneshot_bf16_g2_v8");
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_twoshot_bf16_g2_v8");
   cr_expect_eq(plan_ar(2, 0, 1000003, 0, 0).vec, 1, "unaligned pointers: scalar kernel");
   cr_expect_eq(plan_ar(2, 0, (1 << 20) + 8 * 512 * 3, 0, 0).grid, 128);
-  cr_expect_eq(plan_ar(2, 0, 8 * 512 * 3, 0, 0).grid, 24, "scalar: one element per thread");
+  cr_expect_eq(plan_ar(2, 0, 512 * 3, 0, 0).grid, 3, "scalar one-shot: one element per thread");
+  cr_expect_eq(plan_ar(2, 0, 8 * 512 * 2 * 100, 1, 0).grid, 100, "two-shot: half the vectors each");
   cr_expect_eq(plan_ar(2, 0, 4 * 256 * 3, 1, 0).grid, 3, "LL: one 8-byte line per thread");
   cr_expect_eq(plan_ar(2, 0, 1, 1, 0).grid, 1);
 }

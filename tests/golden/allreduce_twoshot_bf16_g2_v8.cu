@@ -1,5 +1,5 @@
-// collgen allreduce_sum: collgen_allreduce_oneshot_bf16_g2_v8
-// dtype bf16, group of 2, algorithm oneshot, 8 element(s) per
+// collgen allreduce_sum: collgen_allreduce_twoshot_bf16_g2_v8
+// dtype bf16, group of 2, algorithm twoshot, 8 element(s) per
 // access, 512 threads per block. Sums are taken in f32 in rank order
 // 0..1 and rounded once, so every rank and both algorithms produce the
 // same bits for the same inputs.
@@ -196,25 +196,37 @@ __device__ __forceinline__ elem_t sum_ranks_scalar(const collgen_kparams &p, uns
   return from_f32(acc);
 }
 
-extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_oneshot_bf16_g2_v8(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_twoshot_bf16_g2_v8(const collgen_kparams p) {
   barrier_prologue();
   if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
   const unsigned long long n = p.count;
   const unsigned long long nvec = n / VEC;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  // One-shot: this rank pulls every input and writes only its own output.
-  void *out = p.out[p.rank];
-  for (unsigned long long i = tid; i < nvec; i += UNROLL * stride) {
+  // Two-shot: this rank reduces its slice of the vectors and pushes the sums
+  // into every rank's output. Only this rank reads its slice, and it reads
+  // each element before writing it, so in-place calls are safe.
+  const unsigned long long begin = nvec * p.rank / GROUP;
+  const unsigned long long end = nvec * (p.rank + 1) / GROUP;
+  for (unsigned long long i = begin + tid; i < end; i += UNROLL * stride) {
     vec_t v[UNROLL][GROUP];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nvec) load_ranks(p, i + u * stride, v[u]);
+      if (i + u * stride < end) load_ranks(p, i + u * stride, v[u]);
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nvec) store_vec(out, i + u * stride, sum_ranks(v[u]));
+    for (int u = 0; u < UNROLL; ++u) {
+      if (i + u * stride >= end) continue;
+      const vec_t s = sum_ranks(v[u]);
+      store_vec(p.out[0], i + u * stride, s);
+      store_vec(p.out[1], i + u * stride, s);
+    }
   }
-  for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
-    ((elem_t *)out)[i] = sum_ranks_scalar(p, i);
+  if (p.rank == GROUP - 1) {  // the scalar tail belongs to the last rank
+    for (unsigned long long i = nvec * VEC + tid; i < n; i += stride) {
+      const elem_t s = sum_ranks_scalar(p, i);
+      ((elem_t *)p.out[0])[i] = s;
+      ((elem_t *)p.out[1])[i] = s;
+    }
+  }
   group_barrier(p);  // every rank is done reading inputs and writing outputs
 }

@@ -1,0 +1,199 @@
+// collgen allreduce_sum: collgen_allreduce_oneshot_bf16_g2_v1
+// dtype bf16, group of 2, algorithm oneshot, 1 element(s) per
+// access, 512 threads per block. Sums are taken in f32 in rank order
+// 0..1 and rounded once, so every rank and both algorithms produce the
+// same bits for the same inputs.
+// ---- collgen common device code (templates/common.cuh.tpl) ----
+// Kernel parameters, the element type bf16 and its f32 conversions, and
+// 16-byte vector helpers. No CUDA headers are included: conversions use PTX
+// cvt instructions, so NVRTC needs no include path.
+
+// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
+// the same struct; the conformance test checks the sizes agree.
+struct collgen_kparams {
+  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
+  void *out[8];                 // allreduce: every rank's output
+  void *signal[8];              // per-rank signal buffers
+  void *normed;                 // allgather_rmsnorm: this rank's normed output
+  void *residual;               // allgather_rmsnorm: this rank's gathered rows
+  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
+  unsigned int *error;          // this rank's error record (host-mapped)
+  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
+  unsigned long long timeout_ns;   // bound on every barrier wait
+  float eps;                    // rmsnorm epsilon
+  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
+  unsigned int rank;            // this rank's index in its group
+  unsigned int group_base;      // communicator index of the group's rank 0
+};
+
+typedef unsigned short elem_t;
+#define VEC 1              // elements per vector access
+#define GROUP 2              // ranks in the group
+
+__device__ __forceinline__ float to_f32(elem_t h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ elem_t from_f32(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// Scalar path: one element per access.
+struct vec_t { elem_t raw; };
+
+__device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i) {
+  vec_t v;
+  v.raw = ((const elem_t *)base)[i];
+  return v;
+}
+__device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
+  ((elem_t *)base)[i] = v.raw;
+}
+__device__ __forceinline__ void unpack(vec_t v, float *f) { f[0] = to_f32(v.raw); }
+__device__ __forceinline__ vec_t pack(const float *f) {
+  vec_t v;
+  v.raw = from_f32(f[0]);
+  return v;
+}
+// ---- collgen barrier protocol (templates/signal.cuh.tpl) ----
+// Each rank owns a signal buffer in its device memory, mapped by its peers.
+// Block b of every rank of a group synchronizes only with block b of the
+// others, so all ranks launch the same grid (the planner guarantees it).
+//
+// For each (block, peer) a rank keeps a monotonic 32-bit counter. At a
+// barrier it increments the counter to v, writes v into the peer's
+// peer_flag[v % 2][block][my rank] with a system-scope release store, then
+// spins with system-scope acquire loads until its own
+// peer_flag[v % 2][block][peer] equals v. Slots are indexed by communicator
+// rank (group_base + group rank), not group rank: a pair of ranks then
+// counts exactly the barriers it shares, whatever group sizes earlier calls
+// used (indexing by group rank would desynchronize after a call with another
+// group size and hang). Two banks keep a peer that is
+// already at the next barrier from overwriting a slot not yet read. Counters
+// never reset, so the state stays valid across CUDA-graph replays.
+//
+// Every wait is bounded by %globaltimer: past timeout_ns the thread records
+// {1, rank, peer, block} in the rank's host-mapped error record and the
+// kernel returns without touching outputs further.
+
+#define COLLGEN_MAX_BLOCKS 256
+#define COLLGEN_LL_LINES 32768   // 16-byte lines per (bank, sender)
+
+struct collgen_signal {
+  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
+  // Low-latency (LL) path, see the LL kernel in allreduce.cu.tpl:
+  unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
+  unsigned int ll_done;      // blocks of the running LL call that finished
+  unsigned int ll_pad[7];
+  uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
+};
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void store_release_sys(unsigned int *p, unsigned int v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned int load_acquire_sys(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Records a timeout; the flag word is written last so the host never sees a
+// half-written record.
+__device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
+  volatile unsigned int *e = p.error;
+  e[1] = p.rank;
+  e[2] = peer;
+  e[3] = blockIdx.x;
+  __threadfence_system();
+  e[0] = 1u;
+}
+
+// Set once per block when a wait expired; the kernel then stops.
+__shared__ int block_timed_out;
+
+// Must run first in every kernel (before group_barrier's __syncthreads).
+__device__ __forceinline__ void barrier_prologue() {
+  if (threadIdx.x == 0) block_timed_out = 0;
+}
+
+// Synchronizes block blockIdx.x with the same block on every rank of the
+// group. Writes of this block before the call are visible to the peers'
+// blocks after theirs. Returns false (for the whole block) on timeout.
+__device__ bool group_barrier(const collgen_kparams &p) {
+  __syncthreads();  // this block's earlier writes precede the release below
+  if (threadIdx.x < GROUP) {
+    const unsigned int peer = threadIdx.x;                // group rank
+    const unsigned int peer_id = p.group_base + peer;      // communicator rank
+    const unsigned int my_id = p.group_base + p.rank;
+    collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+    collgen_signal *theirs = (collgen_signal *)p.signal[peer];
+    const unsigned int v = mine->counter[blockIdx.x][peer_id] + 1u;
+    mine->counter[blockIdx.x][peer_id] = v;
+    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
+    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
+    const unsigned long long start = globaltimer_ns();
+    while (load_acquire_sys(slot) != v) {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return block_timed_out == 0;
+}
+
+// Vectors each thread keeps in flight per loop trip: more outstanding
+// loads hide NVLink latency; large groups already issue GROUP loads.
+#define UNROLL 2
+
+// Loads element vector i of every rank's input.
+__device__ __forceinline__ void load_ranks(const collgen_kparams &p, unsigned long long i,
+                                           vec_t *v) {
+  v[0] = load_vec(p.in[0], i);
+  v[1] = load_vec(p.in[1], i);
+}
+
+// Sums one vector of every rank, in rank order, in f32; rounds once.
+__device__ __forceinline__ vec_t sum_ranks(const vec_t *v) {
+  float acc[VEC];
+  unpack(v[0], acc);
+  float x[VEC];
+  unpack(v[1], x);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc[k] += x[k];
+  return pack(acc);
+}
+
+
+extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_oneshot_bf16_g2_v1(const collgen_kparams p) {
+  barrier_prologue();
+  if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
+  const unsigned long long n = p.count;
+  const unsigned long long nvec = n / VEC;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  // One-shot: this rank pulls every input and writes only its own output.
+  void *out = p.out[p.rank];
+  for (unsigned long long i = tid; i < nvec; i += UNROLL * stride) {
+    vec_t v[UNROLL][GROUP];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) load_ranks(p, i + u * stride, v[u]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nvec) store_vec(out, i + u * stride, sum_ranks(v[u]));
+  }
+  group_barrier(p);  // every rank is done reading inputs and writing outputs
+}
