@@ -101,8 +101,15 @@ local function plan_allgather_rmsnorm(s)
   if items * vec > 32 then                      -- row would not fit in registers
     algo, items, block = "looped", 0, 512
   end
+  -- Small gathered tensors (every shard then fits the LL lines) use the
+  -- barrier-free LL push; the row still sits in registers (at most 16
+  -- values per thread: more spills next to the LL state).
+  if algo == "unrolled" and vec > 1 and items * vec <= 16 and g >= 2
+     and s.rows * s.cols * esize <= M.LL_MAX_BYTES then
+    algo = "ll"
+  end
   local grid = clamp(s.rows, 1, math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS))
-  local shape_tag = algo == "unrolled" and ("u" .. items) or "loop"
+  local shape_tag = algo == "looped" and "loop" or (algo == "ll" and "ll" or "u") .. items
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = s.cols, items = items, arch = s.arch,

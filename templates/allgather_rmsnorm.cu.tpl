@@ -1,6 +1,6 @@
 // collgen allgather_rmsnorm: ${kernel}
 // dtype ${dtype}, group of ${G}, cols ${COLS}, ${VEC} element(s) per access,
-// ${BLOCK} threads per block, row ${algo == "unrolled" and ("held in registers (" .. ITEMS .. " vector(s) per thread)") or "streamed in a loop"}.
+// ${BLOCK} threads per block, row ${algo ~= "looped" and ("held in registers (" .. ITEMS .. " vector(s) per thread)") or "streamed in a loop"}${algo == "ll" and ", LL push (no barrier)" or ""}.
 // Each block gathers whole rows from their owner rank (read once over the
 // link), copies them to the residual output and writes
 //   normed = round(x * rsqrt(sum(x^2) / cols + eps) * (gamma + weight_offset))
@@ -36,9 +36,49 @@ __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned 
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
 }
 
+% if algo == "ll" then
+// LL (small tensors, no barrier): the owner of a row reads vector c of it
+// from its shard and pushes it as two LL lines (signal.cuh.tpl) to every
+// peer; the other ranks wait for those lines. Every rank walks the rows in
+// the same order with the same grid, so the pusher and the waiters of a
+// row are the same block index on every rank.
+__device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_signal *mine,
+                                           const unsigned int *epoch, unsigned int owner,
+                                           unsigned int owner_epoch, unsigned long long k,
+                                           unsigned long long c, const void *src, vec_t *v) {
+  const unsigned long long line = (k * ROW_VECS + c) * 2;
+  if (owner == p.rank) {
+    *v = load_vec(src, c);
+    const uint2 lo = make_uint2(v->raw.x, v->raw.y), hi = make_uint2(v->raw.z, v->raw.w);
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      if (g == (int)p.rank) continue;
+      uint4 *dst = &((collgen_signal *)p.signal[g])->ll_lines[epoch[g] & 1u][p.group_base + p.rank][line];
+      store_line(dst, lo, epoch[g]);
+      store_line(dst + 1, hi, epoch[g]);
+    }
+    return true;
+  }
+  const uint4 *slot = &mine->ll_lines[owner_epoch & 1u][p.group_base + owner][line];
+  uint4 a, b;
+  if (!ll_wait_line(p, slot, owner_epoch, owner, &a) ||
+      !ll_wait_line(p, slot + 1, owner_epoch, owner, &b))
+    return false;
+  v->raw = make_uint4(a.x, a.z, b.x, b.z);
+  return true;
+}
+
+% end
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
+% if algo == "ll" then
+  __syncthreads();
+  collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
+  unsigned int epoch[GROUP];
+  ll_begin(p, mine, epoch);
+% else
   if (!group_barrier(p)) return;  // every shard is ready to be read
+% end
   // Rows are visited interleaved by owner (row k of rank 0, row k of rank 1,
   // ...), so local and remote rows alternate and the link stays busy from
   // start to end. Steps past the end of a shorter shard are skipped.
@@ -52,14 +92,25 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
     if (k >= p.row_start[owner + 1] - p.row_start[owner]) continue;  // block-uniform
     const unsigned long long row = p.row_start[owner] + k;
     const void *src = (const char *)p.in[owner] + k * COLS * sizeof(elem_t);
-% if algo == "unrolled" then
+% if algo == "ll" then
+    unsigned int owner_epoch = epoch[0];  // constant indices keep epoch[] in registers
+%   for g = 1, G - 1 do
+    if (owner == ${g}) owner_epoch = epoch[${g}];
+%   end
+% end
+% if algo ~= "looped" then
     float x[${ITEMS}][VEC];
     float sumsq = 0.0f;
 #pragma unroll
     for (int it = 0; it < ${ITEMS}; ++it) {
       const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
       if (c < ROW_VECS) {
+% if algo == "ll" then
+        vec_t v;
+        if (!ll_row_vec(p, mine, epoch, owner, owner_epoch, k, c, src, &v)) return;  // timed out
+% else
         const vec_t v = load_vec(src, c);
+% end
         store_vec(p.residual, row * ROW_VECS + c, v);
         unpack(v, x[it]);
 #pragma unroll
@@ -90,5 +141,9 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
     }
 % end
   }
+% if algo == "ll" then
+  ll_finish(p, mine, epoch);
+% else
   group_barrier(p);  // peers are done reading this rank's shard
+% end
 }

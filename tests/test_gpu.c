@@ -343,6 +343,22 @@ Test(allgather_rmsnorm, four_and_eight_ranks_mapped, .timeout = 900) {
   collgen_comm_destroy(c8);
 }
 
+/* LL calls of both ops, barrier calls and changing group sizes interleaved on
+** one communicator: the per-pair epochs and counters must stay in step. */
+Test(mixed, ll_and_barrier_calls_with_changing_groups, .timeout = 600) {
+  collgen_comm_t *c = make_comm(4, 4, 0, 0);
+  int64_t rows[4] = {3, 0, 5, 1};
+  for (int round = 0; round < 3; ++round) {
+    ar_check(c, COLLGEN_DTYPE_BF16, 1001, 2, 0, 0, 1);              /* LL, pairs */
+    rms_check(c, COLLGEN_DTYPE_BF16, 4, rows, 1024, 1e-6f, 1.0f);    /* LL, all four */
+    ar_check(c, COLLGEN_DTYPE_F32, 300007, 4, 0, 0, 1);             /* two-shot */
+    rms_check(c, COLLGEN_DTYPE_F16, 2, rows, 4096, 1e-6f, 0.0f);     /* LL, pairs */
+    ar_check(c, COLLGEN_DTYPE_BF16, 4099, 4, 1, 0, 1);              /* LL in place */
+    rms_check(c, COLLGEN_DTYPE_BF16, 2, rows, 8192 * 4, 1e-6f, 0.0f); /* looped, barriers */
+  }
+  collgen_comm_destroy(c);
+}
+
 /* ---- CUDA graphs, timeouts, refusals ------------------------------------ */
 
 Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {

@@ -64,9 +64,17 @@ Test(planner, rmsnorm_shapes) {
   s.rows = 8;
   s.cols = 8192;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
-  cr_expect_str_eq(p.algo, "unrolled");
+  cr_expect_str_eq(p.algo, "ll", "128 KiB gathered: barrier-free LL push");
   cr_expect_eq(p.vec, 8);
   cr_expect_eq(p.grid, 8, "one block per row");
+  s.rows = 17;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled", "over 256 KiB: barriers");
+  s.rows = 8;
+  s.aligned16 = 0;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled", "LL needs 16-byte vectors");
+  s.aligned16 = 1;
   s.cols = 7;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
   cr_expect_eq(p.vec, 1, "7 bf16 columns are not 16-byte rows");

@@ -171,6 +171,71 @@ __device__ bool group_barrier(const collgen_kparams &p) {
   return block_timed_out == 0;
 }
 
+// ---- LL lines (barrier-free push for small messages) ----
+// Each 8 payload bytes travel in a 16-byte line {data0, flag, data1, flag}
+// written with one volatile 16-byte store into the receiver's signal buffer
+// at ll_lines[epoch % 2][sender][line]; the receiver polls its own buffer
+// until both flags equal the epoch of this call, so data and "ready" arrive
+// together (each 8-byte half is single-copy atomic). The epoch of a pair of
+// ranks counts the LL calls they shared, so both sides agree whatever group
+// sizes other calls used. Two banks: a peer can be at most one call ahead
+// (it cannot finish call e+1 without our data of call e+1), so it never
+// overwrites lines we have not read yet.
+
+__device__ __forceinline__ void store_line(uint4 *dst, uint2 d, unsigned int flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x),
+               "r"(flag), "r"(d.y), "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4 *src) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src)
+               : "memory");
+  return v;
+}
+
+// Waits (bounded) until `slot` holds a line of epoch `e` from group rank
+// `peer`; returns false after recording a timeout.
+__device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
+                                             unsigned int e, unsigned int peer, uint4 *out) {
+  uint4 v = load_line(slot);
+  if (v.y != e || v.w != e) {
+    const unsigned long long start = globaltimer_ns();
+    do {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        return false;
+      }
+      v = load_line(slot);
+    } while (v.y != e || v.w != e);
+  }
+  *out = v;
+  return true;
+}
+
+// Epochs of this call, per group rank (read by every block at kernel start).
+__device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen_signal *mine,
+                                         unsigned int *epoch) {
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+}
+
+// The last block to finish stores the new epochs; the next kernel on this
+// stream starts after this one ends, so every block of it sees them.
+__device__ __forceinline__ void ll_finish(const collgen_kparams &p, collgen_signal *mine,
+                                          const unsigned int *epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&mine->ll_done, 1u) == gridDim.x - 1) {
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) mine->ll_epoch[p.group_base + g] = epoch[g];
+    mine->ll_done = 0;
+  }
+}
+
 #define COLS 5120ull            // columns per row
 #define ROW_VECS 640ull // vector accesses per row
 #define WARPS 16

@@ -167,6 +167,71 @@ __device__ bool group_barrier(const collgen_kparams &p) {
   return block_timed_out == 0;
 }
 
+// ---- LL lines (barrier-free push for small messages) ----
+// Each 8 payload bytes travel in a 16-byte line {data0, flag, data1, flag}
+// written with one volatile 16-byte store into the receiver's signal buffer
+// at ll_lines[epoch % 2][sender][line]; the receiver polls its own buffer
+// until both flags equal the epoch of this call, so data and "ready" arrive
+// together (each 8-byte half is single-copy atomic). The epoch of a pair of
+// ranks counts the LL calls they shared, so both sides agree whatever group
+// sizes other calls used. Two banks: a peer can be at most one call ahead
+// (it cannot finish call e+1 without our data of call e+1), so it never
+// overwrites lines we have not read yet.
+
+__device__ __forceinline__ void store_line(uint4 *dst, uint2 d, unsigned int flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x),
+               "r"(flag), "r"(d.y), "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4 *src) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src)
+               : "memory");
+  return v;
+}
+
+// Waits (bounded) until `slot` holds a line of epoch `e` from group rank
+// `peer`; returns false after recording a timeout.
+__device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
+                                             unsigned int e, unsigned int peer, uint4 *out) {
+  uint4 v = load_line(slot);
+  if (v.y != e || v.w != e) {
+    const unsigned long long start = globaltimer_ns();
+    do {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, peer);
+        block_timed_out = 1;
+        return false;
+      }
+      v = load_line(slot);
+    } while (v.y != e || v.w != e);
+  }
+  *out = v;
+  return true;
+}
+
+// Epochs of this call, per group rank (read by every block at kernel start).
+__device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen_signal *mine,
+                                         unsigned int *epoch) {
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+}
+
+// The last block to finish stores the new epochs; the next kernel on this
+// stream starts after this one ends, so every block of it sees them.
+__device__ __forceinline__ void ll_finish(const collgen_kparams &p, collgen_signal *mine,
+                                          const unsigned int *epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&mine->ll_done, 1u) == gridDim.x - 1) {
+#pragma unroll
+    for (int g = 0; g < GROUP; ++g) mine->ll_epoch[p.group_base + g] = epoch[g];
+    mine->ll_done = 0;
+  }
+}
+
 // Vectors each thread keeps in flight per loop trip: more outstanding
 // loads hide NVLink latency; large groups already issue GROUP loads.
 #define UNROLL 2
@@ -197,37 +262,15 @@ __device__ __forceinline__ elem_t sum_ranks_scalar(const collgen_kparams &p, uns
 }
 
 // ---- LL (low-latency) one-shot push, no barrier ----
-// Each 8 payload bytes travel in a 16-byte line {data0, flag, data1, flag}
-// written with one volatile 16-byte store into every peer's signal buffer;
-// the reader polls its own buffer until both flags of a line equal the
-// epoch of this call, so data and "ready" arrive together (each 8-byte half
-// is single-copy atomic). The epoch of a pair of ranks counts the LL calls
-// they shared, so it agrees on both sides whatever group sizes were used.
-// Lines alternate between two banks by epoch: a peer can be at most one
-// call ahead (it cannot finish call e+1 without our data of call e+1), so it
-// never overwrites lines we have not read. Peers never touch our input or
-// output buffers, so in-place calls are safe.
+// Every rank pushes each 8 bytes of its input as one LL line (protocol in
+// signal.cuh.tpl) to every peer, then sums the lines it receives in rank
+// order. Peers never touch our input or output, so in-place calls are safe.
 #define EPL 4   // elements per line (8 payload bytes)
 
 union line_payload {
   uint2 w;
   elem_t e[EPL];
 };
-
-__device__ __forceinline__ void store_line(uint4 *dst, uint2 d, unsigned int flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x),
-               "r"(flag), "r"(d.y), "r"(flag)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 load_line(const uint4 *src) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(src)
-               : "memory");
-  return v;
-}
 
 // Line `line` of an input; elements past `count` read as zero.
 __device__ __forceinline__ uint2 read_payload(const void *in, unsigned long long line,
@@ -269,8 +312,7 @@ extern "C" __global__ void __launch_bounds__(256) collgen_allreduce_ll_bf16_g2_v
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   const unsigned int my_id = p.group_base + p.rank;
   unsigned int epoch[GROUP];
-#pragma unroll
-  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+  ll_begin(p, mine, epoch);
   const unsigned long long lines = (p.count + EPL - 1) / EPL;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long line = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -287,17 +329,9 @@ extern "C" __global__ void __launch_bounds__(256) collgen_allreduce_ll_bf16_g2_v
     for (int g = 0; g < GROUP; ++g) {  // sum every rank's bytes in rank order
       uint2 w = own;
       if (g != (int)p.rank) {
-        const uint4 *slot = &mine->ll_lines[epoch[g] & 1u][p.group_base + g][line];
-        uint4 v = load_line(slot);
-        const unsigned long long start = globaltimer_ns();
-        while (v.y != epoch[g] || v.w != epoch[g]) {
-          if (globaltimer_ns() - start > p.timeout_ns) {
-            record_timeout(p, g);
-            block_timed_out = 1;
-            return;  // the communicator is unusable now; stop here
-          }
-          v = load_line(slot);
-        }
+        uint4 v;
+        if (!ll_wait_line(p, &mine->ll_lines[epoch[g] & 1u][p.group_base + g][line], epoch[g], g, &v))
+          return;  // timed out: the communicator is unusable now; stop here
         w = make_uint2(v.x, v.z);
       }
       if (g == 0) {
@@ -310,12 +344,5 @@ extern "C" __global__ void __launch_bounds__(256) collgen_allreduce_ll_bf16_g2_v
     }
     write_line(p.out[p.rank], line, p.count, acc);
   }
-  // The last block to finish advances every pair's epoch for the next call
-  // (the next kernel on this stream starts after this one ends).
-  __syncthreads();
-  if (threadIdx.x == 0 && atomicAdd(&mine->ll_done, 1u) == gridDim.x - 1) {
-#pragma unroll
-    for (int g = 0; g < GROUP; ++g) mine->ll_epoch[p.group_base + g] = epoch[g];
-    mine->ll_done = 0;
-  }
+  ll_finish(p, mine, epoch);
 }
