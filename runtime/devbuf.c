@@ -74,6 +74,6 @@ int collgen__dev_sync_all(collgen_comm_t *c, const collgen_stream_t *streams) {
                            "cuStreamSynchronize", c->err, sizeof c->err);
     if (e != COLLGEN_OK && rc == COLLGEN_OK) rc = e;
   }
-  int t = collgen__comm_check_errors(c);
-  return t != COLLGEN_OK ? t : rc;
+  if (rc != COLLGEN_OK) return rc; /* a fault says more than the timeout it causes */
+  return collgen__comm_check_errors(c);
 }

@@ -34,6 +34,7 @@ typedef struct {
   unsigned int ll_epoch[8];
   unsigned int ll_done;
   unsigned int ll_pad[7];
+  unsigned int ll_token[2][COLLGEN_SIGNAL_MAX_BLOCKS][8];
   unsigned int ll_lines[2][8][COLLGEN_LL_LINES][4];
 } collgen__signal;
 

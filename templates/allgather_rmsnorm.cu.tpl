@@ -76,6 +76,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   unsigned int epoch[GROUP];
   ll_begin(p, mine, epoch);
+  ll_send_tokens(p, epoch);  // a peer with an empty shard sends no lines
 % else
   if (!group_barrier(p)) return;  // every shard is ready to be read
 % end
@@ -142,6 +143,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
 % end
   }
 % if algo == "ll" then
+  if (!ll_wait_tokens(p, mine, epoch)) return;
   ll_finish(p, mine, epoch);
 % else
   group_barrier(p);  // peers are done reading this rank's shard

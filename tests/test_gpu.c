@@ -227,8 +227,10 @@ Test(allreduce, odd_group_sizes_mapped, .timeout = 600) {
 
 /* ---- allgather_rmsnorm -------------------------------------------------- */
 
-static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
-                      int64_t cols, float eps, float offset) {
+/* Runs the op `repeat` times back to back (no synchronization in between:
+** a rank whose peers send nothing may run ahead), then checks the result. */
+static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
+                        int64_t cols, float eps, float offset, int repeat) {
   size_t esize = (size_t)collgen__dtype_bytes(dt);
   int ndev = c->ndev, g = group ? group : ndev;
   collgen_stream_t streams[8];
@@ -256,9 +258,11 @@ static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const in
     cr_assert_eq(collgen__dev_fill(c, r, normed[r], 0xff, ob), COLLGEN_OK);
     cr_assert_eq(collgen__dev_fill(c, r, resid[r], 0xff, ob), COLLGEN_OK);
   }
-  int rc = collgen_allgather_rmsnorm(c, dt, 2, shapes, (const void *const *)in, normed, resid,
-                                     (const void *const *)gamma, eps, offset, group, streams);
-  cr_assert_eq(rc, COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  for (int i = 0; i < repeat; ++i) {
+    int rc = collgen_allgather_rmsnorm(c, dt, 2, shapes, (const void *const *)in, normed, resid,
+                                       (const void *const *)gamma, eps, offset, group, streams);
+    cr_assert_eq(rc, COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  }
   cr_assert_eq(collgen__dev_sync_all(c, streams), COLLGEN_OK, "%s", c->err);
   float off = collgen__ref_round(dt, offset);
   for (int base = 0; base < ndev; base += g) {
@@ -303,6 +307,11 @@ static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const in
   free_streams(c, streams);
 }
 
+static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
+                      int64_t cols, float eps, float offset) {
+  rms_check_n(c, dt, group, rows, cols, eps, offset, 1);
+}
+
 static const int64_t RMS_COLS[] = {1, 7, 128, 1000, 4096, 4095, 5120, 8192, 16384, 40000};
 
 Test(allgather_rmsnorm, two_ranks_every_dtype_and_cols, .timeout = 900) {
@@ -320,6 +329,11 @@ Test(allgather_rmsnorm, uneven_and_empty_shards, .timeout = 600) {
   rms_check(c, COLLGEN_DTYPE_BF16, 0, a, 4096, 1e-5f, 1.0f);
   rms_check(c, COLLGEN_DTYPE_BF16, 0, b, 8192, 1e-5f, 0.0f);
   rms_check(c, COLLGEN_DTYPE_F16, 0, d, 2048, 1e-5f, 0.0f);
+  /* 200 calls back to back where one rank sends nothing (LL sizes): the
+  ** sender must not run ahead of the receiver (found by collgen-bench). */
+  int64_t e[2] = {1, 0}, f[2] = {0, 3};
+  rms_check_n(c, COLLGEN_DTYPE_BF16, 0, e, 2048, 1e-6f, 1.0f, 200);
+  rms_check_n(c, COLLGEN_DTYPE_BF16, 0, f, 4096, 1e-6f, 0.0f, 200);
   collgen_comm_destroy(c);
 }
 
