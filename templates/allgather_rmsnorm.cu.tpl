@@ -69,7 +69,7 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
 }
 
 % end
-extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
 % if algo == "ll" then
   __syncthreads();

@@ -101,6 +101,7 @@ struct collgen_signal {
   unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
   unsigned int ll_done;      // blocks of the running LL call that finished
   unsigned int ll_pad[7];
+  unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][8];  // [epoch % 2][block][sender]
   uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
 };
 
@@ -218,6 +219,45 @@ __device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen
                                          unsigned int *epoch) {
 #pragma unroll
   for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+}
+
+// Tokens keep ranks in step when a peer may have nothing to send (an empty
+// shard): without them a rank that only sends could run two calls ahead and
+// overwrite lines not yet read. Each block sends its token for this call to
+// every peer when it starts and, before it ends, waits for theirs; a peer's
+// token of call e+1 exists only once the peer's kernel for call e has ended.
+__device__ __forceinline__ void ll_send_tokens(const collgen_kparams &p, const unsigned int *epoch) {
+  if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
+    collgen_signal *peer = (collgen_signal *)p.signal[threadIdx.x];
+    unsigned int e = epoch[0];  // constant indices keep epoch[] in registers
+#pragma unroll
+    for (int g = 1; g < GROUP; ++g)
+      if (threadIdx.x == g) e = epoch[g];
+    volatile unsigned int *slot = &peer->ll_token[e & 1u][blockIdx.x][p.group_base + p.rank];
+    *slot = e;
+  }
+}
+
+// Waits (bounded) for every peer's token of this call; false on timeout.
+__device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen_signal *mine,
+                                               const unsigned int *epoch) {
+  if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
+    unsigned int e = epoch[0];
+#pragma unroll
+    for (int g = 1; g < GROUP; ++g)
+      if (threadIdx.x == g) e = epoch[g];
+    volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
+    const unsigned long long start = globaltimer_ns();
+    while (*slot != e) {
+      if (globaltimer_ns() - start > p.timeout_ns) {
+        record_timeout(p, threadIdx.x);
+        block_timed_out = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return block_timed_out == 0;
 }
 
 // The last block to finish stores the new epochs; the next kernel on this
