@@ -149,6 +149,20 @@ static int check_pointer(collgen_comm_t *c, const void *p, int esize,
   return COLLGEN_OK;
 }
 
+/* The planner's view of one group of a call: what both ops share. */
+static collgen_shape_t group_shape(const collgen_comm_t *c, collgen_op_t op,
+                                   collgen_dtype_t dtype, int rank, int group_size,
+                                   int aligned16) {
+  collgen_shape_t shape;
+  collgen_shape_init(&shape, op);
+  shape.dtype = dtype;
+  shape.ngpus = c->ndev;
+  shape.group_size = group_size;
+  shape.tensor_rank = rank;
+  shape.aligned16 = aligned16;
+  return shape;
+}
+
 static unsigned long long timeout_ns(const collgen_comm_t *c) {
   return (unsigned long long)c->timeout_ms * 1000000ull;
 }
@@ -217,14 +231,9 @@ int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
   for (int grp = 0; grp < ngroups; ++grp) {
     int base = grp * group_size;
     if (elems[grp] == 0) continue;
-    collgen_shape_t shape;
-    collgen_shape_init(&shape, COLLGEN_OP_ALLREDUCE_SUM);
-    shape.dtype = dtype;
-    shape.ngpus = c->ndev;
-    shape.group_size = group_size;
-    shape.tensor_rank = rank;
+    collgen_shape_t shape =
+        group_shape(c, COLLGEN_OP_ALLREDUCE_SUM, dtype, rank, group_size, aligned[grp]);
     shape.elems = elems[grp];
-    shape.aligned16 = aligned[grp];
     shape.inplace = inplace[grp];
     rc = prepare_group(c, &shape, base, group_size, &sets[grp]);
     if (rc != COLLGEN_OK) return rc;
@@ -306,15 +315,10 @@ int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank
   for (int grp = 0; grp < ngroups; ++grp) {
     int base = grp * group_size;
     if (total[grp] == 0) continue;
-    collgen_shape_t shape;
-    collgen_shape_init(&shape, COLLGEN_OP_ALLGATHER_RMSNORM);
-    shape.dtype = dtype;
-    shape.ngpus = c->ndev;
-    shape.group_size = group_size;
-    shape.tensor_rank = rank;
+    collgen_shape_t shape =
+        group_shape(c, COLLGEN_OP_ALLGATHER_RMSNORM, dtype, rank, group_size, aligned[grp]);
     shape.rows = total[grp];
     shape.cols = cols[grp];
-    shape.aligned16 = aligned[grp];
     rc = prepare_group(c, &shape, base, group_size, &sets[grp]);
     if (rc != COLLGEN_OK) return rc;
     for (int r = base; r < base + group_size; ++r) {
