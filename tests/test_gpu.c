@@ -189,6 +189,17 @@ Test(allreduce, two_ranks_in_place_and_unaligned, .timeout = 600) {
   collgen_comm_destroy(c);
 }
 
+Test(single, one_rank_communicator, .timeout = 300) {
+  collgen_comm_t *c = make_comm(1, 0, 0, 0);
+  ar_check(c, COLLGEN_DTYPE_BF16, 1, 0, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F16, 1000003, 0, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F32, 4097, 0, 1, 0, 1);
+  int64_t rows[1] = {7};
+  rms_check(c, COLLGEN_DTYPE_BF16, 1, rows, 4096, 1e-6f, 1.0f);
+  rms_check(c, COLLGEN_DTYPE_F32, 0, rows, 7, 1e-6f, 0.0f);
+  collgen_comm_destroy(c);
+}
+
 Test(allreduce, group_size_one_copies, .timeout = 300) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
   ar_check(c, COLLGEN_DTYPE_BF16, 4097, 1, 0, 0, 1);
@@ -375,13 +386,15 @@ Test(mixed, ll_and_barrier_calls_with_changing_groups, .timeout = 600) {
 
 /* ---- CUDA graphs, timeouts, refusals ------------------------------------ */
 
-Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
+/* Captures one allreduce per rank into a graph, replays it 100 times with
+** new inputs each time and checks every replay (n picks the algorithm). */
+static void graph_replay_check(int64_t n) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
   ar_case t;
   memset(&t, 0, sizeof t);
   t.c = c;
   t.dt = COLLGEN_DTYPE_BF16;
-  t.n = (1 << 20) + 3;
+  t.n = n;
   ar_setup(&t);
   ar_run_and_check(&t); /* eager first: loads the modules */
   int64_t shape[1] = {t.n};
@@ -424,7 +437,8 @@ Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
     collgen__ref_allreduce(t.dt, t.n, 2, (const void *const *)t.host, expect);
     for (int r = 0; r < 2; ++r) {
       collgen__dev_download(c, r, got, t.out[r], bytes);
-      cr_assert(memcmp(got, expect, bytes) == 0, "replay %d rank %d differs", it, r);
+      cr_assert(memcmp(got, expect, bytes) == 0, "n %lld replay %d rank %d differs",
+                (long long)t.n, it, r);
     }
   }
   for (int r = 0; r < 2; ++r) {
@@ -436,6 +450,11 @@ Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
   free(got);
   ar_teardown(&t);
   collgen_comm_destroy(c);
+}
+
+Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
+  graph_replay_check((1 << 20) + 3); /* two-shot, barriers */
+  graph_replay_check(4099);          /* LL push, epochs */
 }
 
 Test(timeout, missing_peer_is_reported_not_hung, .timeout = 60) {
