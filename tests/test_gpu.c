@@ -189,17 +189,6 @@ Test(allreduce, two_ranks_in_place_and_unaligned, .timeout = 600) {
   collgen_comm_destroy(c);
 }
 
-Test(single, one_rank_communicator, .timeout = 300) {
-  collgen_comm_t *c = make_comm(1, 0, 0, 0);
-  ar_check(c, COLLGEN_DTYPE_BF16, 1, 0, 0, 0, 1);
-  ar_check(c, COLLGEN_DTYPE_F16, 1000003, 0, 0, 0, 1);
-  ar_check(c, COLLGEN_DTYPE_F32, 4097, 0, 1, 0, 1);
-  int64_t rows[1] = {7};
-  rms_check(c, COLLGEN_DTYPE_BF16, 1, rows, 4096, 1e-6f, 1.0f);
-  rms_check(c, COLLGEN_DTYPE_F32, 0, rows, 7, 1e-6f, 0.0f);
-  collgen_comm_destroy(c);
-}
-
 Test(allreduce, group_size_one_copies, .timeout = 300) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
   ar_check(c, COLLGEN_DTYPE_BF16, 4097, 1, 0, 0, 1);
@@ -366,6 +355,17 @@ Test(allgather_rmsnorm, four_and_eight_ranks_mapped, .timeout = 900) {
   rms_check(c8, COLLGEN_DTYPE_F16, 4, rows, 5120, 1e-6f, 0.0f);
   rms_check(c8, COLLGEN_DTYPE_BF16, 2, rows, 7, 1e-6f, 0.0f);
   collgen_comm_destroy(c8);
+}
+
+Test(single, one_rank_communicator, .timeout = 300) {
+  collgen_comm_t *c = make_comm(1, 0, 0, 0);
+  ar_check(c, COLLGEN_DTYPE_BF16, 1, 0, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F16, 1000003, 0, 0, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F32, 4097, 0, 1, 0, 1);
+  int64_t rows[1] = {7};
+  rms_check(c, COLLGEN_DTYPE_BF16, 1, rows, 4096, 1e-6f, 1.0f);
+  rms_check(c, COLLGEN_DTYPE_F32, 0, rows, 7, 1e-6f, 0.0f);
+  collgen_comm_destroy(c);
 }
 
 /* LL calls of both ops, barrier calls and changing group sizes interleaved on
