@@ -130,6 +130,9 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   }
   rc = connect_peers(c);
   if (rc != COLLGEN_OK) goto fail;
+  /* Pinned allocations need a current context; with one rank, connect_peers
+  ** made none current (found by the one-rank GPU test). */
+  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
   COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc((void **)&c->errors,
                                              sizeof(unsigned int) * COLLGEN_ERROR_WORDS * COLLGEN_MAX_DEVICES,
                                              CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
