@@ -248,7 +248,8 @@ static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const 
     host[r] = malloc(b + 1);
     hgamma[r] = malloc((size_t)cols * esize);
     fill_random(dt, host[r], rows[r] * cols);
-    fill_random(dt, hgamma[r], cols);
+    if (r % g == 0) fill_random(dt, hgamma[r], cols); /* one gamma per group */
+    else memcpy(hgamma[r], hgamma[r - r % g], (size_t)cols * esize);
     cr_assert_eq(collgen__dev_alloc(c, r, b, &in[r]), COLLGEN_OK);
     cr_assert_eq(collgen__dev_alloc(c, r, ob, &normed[r]), COLLGEN_OK);
     cr_assert_eq(collgen__dev_alloc(c, r, ob, &resid[r]), COLLGEN_OK);
@@ -265,13 +266,14 @@ static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const 
   }
   cr_assert_eq(collgen__dev_sync_all(c, streams), COLLGEN_OK, "%s", c->err);
   float off = collgen__ref_round(dt, offset);
+  void *firsts[8] = {0}; /* normed of each group's first rank */
   for (int base = 0; base < ndev; base += g) {
     int64_t t = total[base / g];
     size_t ob = (size_t)(t * cols) * esize;
     void *ref_n = malloc(ob + 1), *ref_r = malloc(ob + 1), *got = malloc(ob + 1),
          *first = malloc(ob + 1);
+    firsts[base / g] = first;
     for (int r = base; r < base + g; ++r) {
-      /* gamma differs per rank: each rank normalizes with its own */
       collgen__ref_allgather_rmsnorm(dt, g, &rows[base], cols, (const void *const *)&host[base],
                                      hgamma[r], eps, off, ref_n, ref_r);
       cr_assert_eq(collgen__dev_download(c, r, got, resid[r], ob), COLLGEN_OK);
@@ -290,11 +292,29 @@ static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const 
                            (int)dt, (long long)cols, r, (long long)row, (long long)k, v, exact);
         }
       }
+      /* every rank of a group holds the same bits */
+      if (r == base) memcpy(first, got, ob);
+      else cr_assert(memcmp(got, first, ob) == 0, "normed of rank %d differs from rank %d", r, base);
     }
     free(ref_n);
     free(ref_r);
     free(got);
-    free(first);
+  }
+  /* the same inputs again give the same bits */
+  for (int r = 0; r < ndev; ++r)
+    cr_assert_eq(collgen__dev_fill(c, r, normed[r], 0xff, (size_t)(total[r / g] * cols) * esize),
+                 COLLGEN_OK);
+  cr_assert_eq(collgen_allgather_rmsnorm(c, dt, 2, shapes, (const void *const *)in, normed, resid,
+                                         (const void *const *)gamma, eps, offset, group, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_assert_eq(collgen__dev_sync_all(c, streams), COLLGEN_OK, "%s", c->err);
+  for (int base = 0; base < ndev; base += g) {
+    size_t ob = (size_t)(total[base / g] * cols) * esize;
+    void *again = malloc(ob + 1);
+    cr_assert_eq(collgen__dev_download(c, base, again, normed[base], ob), COLLGEN_OK);
+    cr_assert(memcmp(again, firsts[base / g], ob) == 0, "rerun of group %d changed bits", base / g);
+    free(again);
+    free(firsts[base / g]);
   }
   for (int r = 0; r < ndev; ++r) {
     collgen__dev_free(c, r, in[r]);
