@@ -52,6 +52,25 @@ static void warn_memory_only(const char *dir, const char *why) {
           "caching in memory only\n", dir, why);
 }
 
+/* Removes temp files older than an hour: leftovers of writers that died
+** between mkstemp and rename. Younger ones may belong to a live writer. */
+static void sweep_stale_temp_files(const char *dir) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  time_t now = time(NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char p[4500];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", tmp, de->d_name);
+    if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600) unlink(p);
+  }
+  closedir(d);
+}
+
 int collgen__cache_open(collgen__cache **out, const char *dir) {
   collgen__cache *c = calloc(1, sizeof *c);
   *out = c;
@@ -78,6 +97,7 @@ int collgen__cache_open(collgen__cache **out, const char *dir) {
     return COLLGEN_OK;
   }
   c->disk = 1;
+  sweep_stale_temp_files(c->dir);
   return COLLGEN_OK;
 }
 
@@ -347,9 +367,11 @@ int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep) {
       if (oldest < 0 || l.atimes[i] < l.atimes[oldest]) oldest = i;
     }
     if (oldest < 0) break;
-    /* Delete only if the file was not replaced since we looked. */
+    /* Delete only if the file is as we saw it: a replaced entry (rename) or
+    ** one read since (a hit bumps atime) is left alone. */
     struct stat st;
     if (stat(l.paths[oldest], &st) == 0 && st.st_size == l.sizes[oldest] &&
+        (int64_t)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == l.atimes[oldest] &&
         unlink(l.paths[oldest]) == 0)
       ++removed;
     l.total -= l.sizes[oldest];

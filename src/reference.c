@@ -70,6 +70,17 @@ float collgen__ref_round(collgen_dtype_t dtype, float f) {
   return f;
 }
 
+void collgen__ref_fill_random(collgen_dtype_t dtype, void *p, int64_t n, uint64_t *state) {
+  uint64_t s = *state;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    collgen__ref_store(dtype, p, i, (float)((s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f);
+  }
+  *state = s;
+}
+
 void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,
                             const void *const *in, void *out) {
   for (int64_t i = 0; i < n; ++i) {

@@ -21,6 +21,11 @@ void collgen__ref_store(collgen_dtype_t dtype, void *p, int64_t i, float f);
 /* Rounds f to dtype and back (the value a dtype scalar really holds). */
 float collgen__ref_round(collgen_dtype_t dtype, float f);
 
+/* Fills n elements with uniform values in [-1, 1) rounded to dtype, drawn
+** from the xorshift64 state *state (must not be 0); the caller owns the state,
+** so it decides between fresh and reproducible data. */
+void collgen__ref_fill_random(collgen_dtype_t dtype, void *p, int64_t n, uint64_t *state);
+
 /* out[i] = round(sum over g = 0..group-1 in order of f32(in[g][i])): the
 ** exact order and rounding of the kernels, so results match bit for bit. */
 void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,

@@ -228,3 +228,21 @@ Test(cache, size_cap_applies_on_write) {
   collgen__cache_walk(dir, collect, &f);
   cr_expect_eq(f.n, 1, "only the entry just written is kept");
 }
+
+Test(cache, stale_temp_files_are_swept_on_open) {
+  char tmpdir[4200], old[4300], young[4300];
+  snprintf(tmpdir, sizeof tmpdir, "%s/tmp", dir);
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, dir), COLLGEN_OK); /* creates tmp/ */
+  collgen_generator_destroy(g);
+  snprintf(old, sizeof old, "%s/entry.dead01", tmpdir);
+  snprintf(young, sizeof young, "%s/entry.live01", tmpdir);
+  cr_assert_eq(tu_write_file(old, "x", 1), 0);
+  cr_assert_eq(tu_write_file(young, "y", 1), 0);
+  struct timespec ts[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+  cr_assert_eq(utimensat(AT_FDCWD, old, ts, 0), 0);
+  cr_assert_eq(collgen_generator_create(&g, dir), COLLGEN_OK);
+  collgen_generator_destroy(g);
+  cr_expect_neq(access(old, F_OK), 0, "a temp file older than an hour is removed");
+  cr_expect_eq(access(young, F_OK), 0, "a young one may belong to a live writer");
+}

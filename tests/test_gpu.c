@@ -74,8 +74,11 @@ static void free_streams(collgen_comm_t *c, collgen_stream_t *s) {
   for (int r = 0; r < c->ndev; ++r) collgen__dev_stream_destroy(c, r, s[r]);
 }
 
+/* Fresh data every run: the state is seeded from the time and pid. */
 static void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) collgen__ref_store(dt, p, i, tu_rand_unit());
+  static uint64_t state;
+  while (!state) state = tu_rand();
+  collgen__ref_fill_random(dt, p, n, &state);
 }
 
 /* ---- allreduce ---------------------------------------------------------- */

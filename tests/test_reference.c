@@ -104,3 +104,23 @@ Test(reference, closeness_bound) {
   cr_expect(!collgen__ref_close(COLLGEN_DTYPE_F32, 1.001, 1.0));
   cr_expect(collgen__ref_close(COLLGEN_DTYPE_F32, 1.0 + 0x1p-20, 1.0));
 }
+
+Test(reference, random_fill_is_bounded_rounded_and_seeded) {
+  uint16_t a[4096], b[4096];
+  uint64_t s1 = 42, s2 = 42, s3 = 43;
+  collgen__ref_fill_random(COLLGEN_DTYPE_BF16, a, 4096, &s1);
+  collgen__ref_fill_random(COLLGEN_DTYPE_BF16, b, 4096, &s2);
+  cr_expect(memcmp(a, b, sizeof a) == 0, "same state, same values");
+  cr_expect_eq(s1, s2);
+  collgen__ref_fill_random(COLLGEN_DTYPE_BF16, b, 4096, &s3);
+  cr_expect(memcmp(a, b, sizeof a) != 0, "another state, other values");
+  int negative = 0, zero = 0;
+  for (int i = 0; i < 4096; ++i) {
+    float v = collgen__ref_bf16_to_f32(a[i]);
+    cr_assert(v >= -1.0f && v <= 1.0f, "value %g out of range", v);
+    negative += v < 0;
+    zero += v == 0.0f;
+  }
+  cr_expect(negative > 1500 && negative < 2600, "both signs: %d negative of 4096", negative);
+  cr_expect_lt(zero, 16, "not mostly zeros");
+}

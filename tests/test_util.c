@@ -82,7 +82,3 @@ uint64_t tu_rand(void) {
   state ^= state << 17;
   return state;
 }
-
-float tu_rand_unit(void) {
-  return (float)((tu_rand() >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}

@@ -20,5 +20,4 @@ char *tu_read_file(const char *path, size_t *size);
 int tu_write_file(const char *path, const char *data, size_t size);
 /* xorshift random numbers seeded from time and pid (fresh data per run). */
 uint64_t tu_rand(void);
-float tu_rand_unit(void);
 #endif

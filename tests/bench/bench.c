@@ -138,15 +138,6 @@ static int batch_for(size_t bytes) {
   return bytes <= (1u << 20) ? 50 : bytes <= (64u << 20) ? 10 : 2;
 }
 
-static void fill_random(collgen_dtype_t dt, void *p, int64_t n, uint64_t *s) {
-  for (int64_t i = 0; i < n; ++i) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    collgen__ref_store(dt, p, i, (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f);
-  }
-}
-
 /* One 64 MB pool of random bf16 values; uploads take windows of it at
 ** rank-dependent offsets, so every byte timed is random and ranks differ. */
 #define POOL_BYTES (64u << 20)
@@ -156,7 +147,7 @@ static void upload_random(bench_t *b, int r, char *dst, size_t bytes) {
   if (!pool) {
     uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     pool = malloc(2 * (size_t)POOL_BYTES);
-    fill_random(COLLGEN_DTYPE_BF16, pool, (int64_t)POOL_BYTES, &seed); /* 2x for windows */
+    collgen__ref_fill_random(COLLGEN_DTYPE_BF16, pool, (int64_t)POOL_BYTES, &seed); /* 2x for windows */
   }
   static size_t turn;
   for (size_t off = 0; off < bytes; off += POOL_BYTES) {
@@ -405,7 +396,7 @@ static void bench_rmsnorm(bench_t *b) {
             collgen__dev_alloc(b->comm, r, (size_t)a.cols * 2, &a.gamma[r]))
           die("alloc", collgen_comm_last_error(b->comm));
         upload_random(b, r, a.in[r], arena);
-        if (r == 0) fill_random(COLLGEN_DTYPE_BF16, h, a.cols, &seed);
+        if (r == 0) collgen__ref_fill_random(COLLGEN_DTYPE_BF16, h, a.cols, &seed);
         collgen__dev_upload(b->comm, r, a.gamma[r], h, (size_t)a.cols * 2);
       }
       free(h);
