@@ -13,7 +13,9 @@
 ** follows nccl-tests: allreduce algbw*2(n-1)/n, all-gather (gathered
 ** bytes)/t*(n-1)/n. Also measures JIT costs and host overhead per call.
 **
-** usage: collgen-bench [--csv FILE] [--quick] [--max-bytes N]
+** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
+**                      [--dtype bf16|f16|f32] [--group-size G]
+** (--dtype and --group-size were added after the last GPU run: not run yet.)
 */
 #define _GNU_SOURCE
 #include <math.h>
@@ -42,7 +44,18 @@ typedef struct {
   FILE *csv;
   int quick;  /* only the sizes the benchmark issue quotes */
   int tune;   /* grid-cap sweep: few sizes, no NCCL */
+  collgen_dtype_t dt;  /* element type of every op (--dtype) */
+  int group;           /* ranks per group (--group-size; 0 = all) */
 } bench_t;
+
+/* Ranks per group, as the busbw formulas count them. */
+static int group_of(const bench_t *b) { return b->group ? b->group : b->n; }
+
+static int esize_of(const bench_t *b) { return collgen__dtype_bytes(b->dt); }
+
+static ncclDataType_t nccl_type(collgen_dtype_t dt) {
+  return dt == COLLGEN_DTYPE_BF16 ? ncclBfloat16 : dt == COLLGEN_DTYPE_F16 ? ncclFloat16 : ncclFloat32;
+}
 
 typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
 
@@ -138,8 +151,9 @@ static int batch_for(size_t bytes) {
   return bytes <= (1u << 20) ? 50 : bytes <= (64u << 20) ? 10 : 2;
 }
 
-/* One 64 MB pool of random bf16 values; uploads take windows of it at
-** rank-dependent offsets, so every byte timed is random and ranks differ. */
+/* One 128 MB pool of random values of the benchmark's dtype; uploads take
+** windows of it at rank-dependent, 16-byte aligned offsets (so elements stay
+** whole), so every byte timed is random and ranks differ. */
 #define POOL_BYTES (64u << 20)
 static uint16_t *pool;
 
@@ -147,12 +161,12 @@ static void upload_random(bench_t *b, int r, char *dst, size_t bytes) {
   if (!pool) {
     uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     pool = malloc(2 * (size_t)POOL_BYTES);
-    collgen__ref_fill_random(COLLGEN_DTYPE_BF16, pool, (int64_t)POOL_BYTES, &seed); /* 2x for windows */
+    collgen__ref_fill_random(b->dt, pool, 2 * (int64_t)POOL_BYTES / esize_of(b), &seed);
   }
   static size_t turn;
   for (size_t off = 0; off < bytes; off += POOL_BYTES) {
     size_t n = bytes - off < POOL_BYTES ? bytes - off : POOL_BYTES;
-    size_t start = ((turn++ * 4099 + (size_t)r * 65537) % (POOL_BYTES / 2)) * 2;
+    size_t start = ((turn++ * 4099 + (size_t)r * 65537) % (POOL_BYTES / 16)) * 16;
     if (collgen__dev_upload(b->comm, r, dst + off, (char *)pool + start, n) != COLLGEN_OK)
       die("upload", collgen_comm_last_error(b->comm));
   }
@@ -178,7 +192,7 @@ static void launch_collgen_ar(bench_t *b, void *vp, int iter) {
     out[r] = (a->inplace ? a->in[r] : a->out[r]) + off;
     shapes[r] = a->shape;
   }
-  int rc = collgen_allreduce_sum(b->comm, COLLGEN_DTYPE_BF16, 1, shapes, in, out, 0, b->streams);
+  int rc = collgen_allreduce_sum(b->comm, b->dt, 1, shapes, in, out, b->group, b->streams);
   if (rc != COLLGEN_OK) die("collgen_allreduce_sum", collgen_comm_last_error(b->comm));
 }
 
@@ -187,7 +201,7 @@ static void launch_nccl_ar(bench_t *b, void *vp, int iter) {
   size_t off = (size_t)(iter % a->nslots) * a->slot;
   NC(ncclGroupStart());
   for (int r = 0; r < b->n; ++r)
-    NC(ncclAllReduce(a->in[r] + off, a->out[r] + off, (size_t)a->count, ncclBfloat16, ncclSum,
+    NC(ncclAllReduce(a->in[r] + off, a->out[r] + off, (size_t)a->count, nccl_type(b->dt), ncclSum,
                      b->nccl[r], (cudaStream_t)b->streams[r]));
   NC(ncclGroupEnd());
 }
@@ -202,8 +216,9 @@ static void check_allreduce(bench_t *b, ar_arg *a) {
   }
   launch_collgen_ar(b, a, 0);
   sync_all(b);
-  collgen__ref_allreduce(COLLGEN_DTYPE_BF16, a->count, b->n, (const void *const *)host, expect);
   for (int r = 0; r < b->n; ++r) {
+    int base = r - r % group_of(b);
+    collgen__ref_allreduce(b->dt, a->count, group_of(b), (const void *const *)&host[base], expect);
     collgen__dev_download(b->comm, r, got, a->out[r], bytes);
     if (memcmp(got, expect, bytes) != 0) {
       fprintf(stderr, "collgen-bench: allreduce %zu bytes: rank %d differs from the CPU "
@@ -226,7 +241,8 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
       die("alloc", collgen_comm_last_error(b->comm));
     upload_random(b, r, a.in[r], arena);
   }
-  printf("\nallreduce_sum bf16, %d GPUs (us per call; speedup = NCCL time / collgen time)\n", b->n);
+  printf("\nallreduce_sum %s, %d GPUs, groups of %d (us per call; speedup = NCCL time / collgen "
+         "time)\n", collgen__dtype_name(b->dt), b->n, group_of(b));
   printf("%10s %10s %10s %9s %9s %10s %10s %8s %8s %10s\n", "bytes", "eager", "graph", "algbw",
          "busbw", "nccl_eag", "nccl_gr", "x_eager", "x_graph", "inplace_gr");
   for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
@@ -237,7 +253,7 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
         bytes != (256u << 20))
       continue;
     a.bytes = bytes;
-    a.count = (int64_t)(bytes / 2);
+    a.count = (int64_t)(bytes / (size_t)esize_of(b));
     a.shape[0] = a.count;
     a.slot = (bytes + 4095) & ~(size_t)4095;
     a.nslots = (int)(arena / a.slot);
@@ -251,14 +267,15 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
     a.inplace = 1; /* in place: one-shot is unsafe, so large sizes run two-shot */
     double ci = time_calls(b, launch_collgen_ar, &a, batch, 1);
     a.inplace = 0;
-    double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (b->n - 1) / b->n;
-    double nbus = (double)bytes / (ng * 1e3) * 2.0 * (b->n - 1) / b->n;
+    const int g = group_of(b);
+    double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (g - 1) / g;
+    double nbus = (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g;
     printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f %10.2f\n", bytes, ce, cg,
            algbw, busbw, ne, ng, ne / ce, ng / cg, ci);
     fflush(stdout);
     if (b->csv)
-      fprintf(b->csv, "allreduce_sum,bf16,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f\n",
-              b->n, bytes, ce, cg, ne, ng, algbw, busbw, nbus, ci);
+      fprintf(b->csv, "allreduce_sum,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f\n",
+              collgen__dtype_name(b->dt), b->n, g, bytes, ce, cg, ne, ng, algbw, busbw, nbus, ci);
   }
   for (int r = 0; r < b->n; ++r) {
     collgen__dev_free(b->comm, r, a.in[r]);
@@ -284,8 +301,8 @@ static void launch_collgen_rms(bench_t *b, void *vp, int iter) {
     in[r] = a->in[r] + (size_t)(iter % a->nslots) * a->shard_slot;
     shapes[r] = a->shapes[r];
   }
-  int rc = collgen_allgather_rmsnorm(b->comm, COLLGEN_DTYPE_BF16, 2, shapes, in, a->normed,
-                                     a->resid, (const void *const *)a->gamma, 1e-6f, 1.0f, 0,
+  int rc = collgen_allgather_rmsnorm(b->comm, b->dt, 2, shapes, in, a->normed, a->resid,
+                                     (const void *const *)a->gamma, 1e-6f, 1.0f, b->group,
                                      b->streams);
   if (rc != COLLGEN_OK) die("collgen_allgather_rmsnorm", collgen_comm_last_error(b->comm));
 }
@@ -296,7 +313,7 @@ static void launch_nccl_rms(bench_t *b, void *vp, int iter) {
   NC(ncclGroupStart());
   for (int r = 0; r < b->n; ++r)
     NC(ncclAllGather(a->in[r] + off, a->resid[r], (size_t)(a->shard_rows[0] * a->cols),
-                     ncclBfloat16, b->nccl[r], (cudaStream_t)b->streams[r]));
+                     nccl_type(b->dt), b->nccl[r], (cudaStream_t)b->streams[r]));
   NC(ncclGroupEnd());
   for (int r = 0; r < b->n; ++r) {
     unsigned long long cols = (unsigned long long)a->cols;
@@ -309,7 +326,9 @@ static void launch_nccl_rms(bench_t *b, void *vp, int iter) {
 }
 
 static void check_rms(bench_t *b, rms_arg *a) {
-  size_t esz = 2, ob = (size_t)(a->rows * a->cols) * esz, gb = (size_t)a->cols * esz;
+  const collgen_dtype_t dt = b->dt;
+  const int g = group_of(b);
+  size_t esz = (size_t)esize_of(b), ob = (size_t)(a->rows * a->cols) * esz, gb = (size_t)a->cols * esz;
   void *host[8], *gamma = malloc(gb), *ref_r = malloc(ob), *got = malloc(ob);
   for (int r = 0; r < b->n; ++r) {
     size_t sb = (size_t)(a->shard_rows[r] * a->cols) * esz;
@@ -318,18 +337,19 @@ static void check_rms(bench_t *b, rms_arg *a) {
     collgen__dev_fill(b->comm, r, a->normed[r], 0xff, ob);
     collgen__dev_fill(b->comm, r, a->resid[r], 0xff, ob);
   }
-  collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb);
+  collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb); /* every rank has the same gamma */
   launch_collgen_rms(b, a, 0);
   sync_all(b);
   /* residual: the whole gathered tensor; normed: up to 64 rows spread out */
-  int64_t start = 0;
-  for (int r = 0; r < b->n; ++r) {
-    memcpy((char *)ref_r + (size_t)(start * a->cols) * esz, host[r],
-           (size_t)(a->shard_rows[r] * a->cols) * esz);
-    start += a->shard_rows[r];
-  }
   int64_t step = a->rows > 64 ? a->rows / 64 : 1;
   for (int r = 0; r < b->n; ++r) {
+    int base = r - r % g;
+    int64_t start = 0;
+    for (int s = base; s < base + g; ++s) {
+      memcpy((char *)ref_r + (size_t)(start * a->cols) * esz, host[s],
+             (size_t)(a->shard_rows[s] * a->cols) * esz);
+      start += a->shard_rows[s];
+    }
     collgen__dev_download(b->comm, r, got, a->resid[r], ob);
     if (memcmp(got, ref_r, ob) != 0) {
       fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: residual of rank %d differs\n",
@@ -338,13 +358,11 @@ static void check_rms(bench_t *b, rms_arg *a) {
     }
     collgen__dev_download(b->comm, r, got, a->normed[r], ob);
     for (int64_t row = 0; row < a->rows; row += step) {
-      double scale = collgen__ref_rmsnorm_scale(COLLGEN_DTYPE_BF16, ref_r, row, a->cols, 1e-6f);
+      double scale = collgen__ref_rmsnorm_scale(dt, ref_r, row, a->cols, 1e-6f);
       for (int64_t c = 0; c < a->cols; ++c) {
         int64_t i = row * a->cols + c;
-        double exact = collgen__ref_load(COLLGEN_DTYPE_BF16, ref_r, i) * scale *
-                       (collgen__ref_load(COLLGEN_DTYPE_BF16, gamma, c) + 1.0);
-        if (!collgen__ref_close(COLLGEN_DTYPE_BF16, collgen__ref_load(COLLGEN_DTYPE_BF16, got, i),
-                                exact)) {
+        double exact = collgen__ref_load(dt, ref_r, i) * scale * (collgen__ref_load(dt, gamma, c) + 1.0);
+        if (!collgen__ref_close(dt, collgen__ref_load(dt, got, i), exact)) {
           fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: rank %d row %lld col %lld wrong\n",
                   (long long)a->rows, (long long)a->cols, r, (long long)row, (long long)c);
           exit(1);
@@ -361,8 +379,11 @@ static void check_rms(bench_t *b, rms_arg *a) {
 static void bench_rmsnorm(bench_t *b) {
   static const int64_t rows_list[] = {1, 8, 32, 128, 512, 2048, 8192, 16384};
   static const int64_t cols_list[] = {2048, 4096, 8192, 16384};
-  printf("\nallgather_rmsnorm bf16, %d GPUs (NCCL = ncclAllGather + plain RMSNorm kernel; "
-         "floor = received bytes / %.0f GB/s)\n", b->n, P2P_READ_GBS);
+  const int g = group_of(b);
+  const size_t esz = (size_t)esize_of(b);
+  printf("\nallgather_rmsnorm %s, %d GPUs, groups of %d (NCCL = ncclAllGather + plain RMSNorm "
+         "kernel, bf16 only; floor = received bytes / %.0f GB/s)\n", collgen__dtype_name(b->dt),
+         b->n, g, P2P_READ_GBS);
   printf("%6s %6s %10s %10s %10s %10s %8s %8s %9s %7s\n", "rows", "cols", "eager", "graph",
          "nccl_eag", "nccl_gr", "x_eager", "x_graph", "floor_us", "%floor");
   uint64_t seed = 0xabcdefull + (uint64_t)getpid();
@@ -376,28 +397,29 @@ static void bench_rmsnorm(bench_t *b) {
           !((a.rows == 8 && a.cols == 4096) || (a.rows == 128 && a.cols == 8192) ||
             (a.rows == 8192 && a.cols == 8192)))
         continue;
-      for (int r = 0; r < b->n; ++r) {
-        a.shard_rows[r] = a.rows / b->n + (r < a.rows % b->n);
+      for (int r = 0; r < b->n; ++r) { /* each group gathers `rows` rows */
+        a.shard_rows[r] = a.rows / g + (r % g < a.rows % g);
         a.shapes[r][0] = a.shard_rows[r];
         a.shapes[r][1] = a.cols;
       }
-      int even = a.rows % b->n == 0;
-      size_t sb = (size_t)(a.shard_rows[0] * a.cols) * 2, ob = (size_t)(a.rows * a.cols) * 2;
+      /* NCCL's all-gather needs equal shards; the plain RMSNorm kernel is bf16 */
+      int even = a.rows % g == 0 && b->dt == COLLGEN_DTYPE_BF16;
+      size_t sb = (size_t)(a.shard_rows[0] * a.cols) * esz, ob = (size_t)(a.rows * a.cols) * esz;
       a.shard_slot = (sb + 4095) & ~(size_t)4095;
       a.nslots = (int)(ARENA_MIN / a.shard_slot);
       if (a.nslots < 2) a.nslots = 2;
       if (a.nslots > 1024) a.nslots = 1024;
       size_t arena = a.shard_slot * (size_t)a.nslots;
-      void *h = malloc((size_t)a.cols * 2);
+      void *h = malloc((size_t)a.cols * esz);
       for (int r = 0; r < b->n; ++r) {
         if (collgen__dev_alloc(b->comm, r, arena, (void **)&a.in[r]) ||
             collgen__dev_alloc(b->comm, r, ob, &a.normed[r]) ||
             collgen__dev_alloc(b->comm, r, ob, &a.resid[r]) ||
-            collgen__dev_alloc(b->comm, r, (size_t)a.cols * 2, &a.gamma[r]))
+            collgen__dev_alloc(b->comm, r, (size_t)a.cols * esz, &a.gamma[r]))
           die("alloc", collgen_comm_last_error(b->comm));
         upload_random(b, r, a.in[r], arena);
-        if (r == 0) collgen__ref_fill_random(COLLGEN_DTYPE_BF16, h, a.cols, &seed);
-        collgen__dev_upload(b->comm, r, a.gamma[r], h, (size_t)a.cols * 2);
+        if (r == 0) collgen__ref_fill_random(b->dt, h, a.cols, &seed);
+        collgen__dev_upload(b->comm, r, a.gamma[r], h, (size_t)a.cols * esz);
       }
       free(h);
       check_rms(b, &a);
@@ -406,16 +428,16 @@ static void bench_rmsnorm(bench_t *b) {
       double cg = time_calls(b, launch_collgen_rms, &a, batch, 1);
       double ne = even && !b->tune ? time_calls(b, launch_nccl_rms, &a, batch, 0) : NAN;
       double ng = even && !b->tune ? time_calls(b, launch_nccl_rms, &a, batch, 1) : NAN;
-      double floor_us = (double)ob * (b->n - 1) / b->n / (P2P_READ_GBS * 1e3);
+      double floor_us = (double)ob * (g - 1) / g / (P2P_READ_GBS * 1e3);
       printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f %8.2f %8.2f %9.2f %6.0f%%\n",
              (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, ne / ce, ng / cg, floor_us,
              100.0 * floor_us / cg);
       fflush(stdout);
       if (b->csv)
-        fprintf(b->csv, "allgather_rmsnorm,bf16,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,\n",
-                b->n, ob, (long long)a.rows, (long long)a.cols, ce, cg, ne, ng,
-                (double)ob / (cg * 1e3), (double)ob / (cg * 1e3) * (b->n - 1) / b->n,
-                (double)ob / (ng * 1e3) * (b->n - 1) / b->n);
+        fprintf(b->csv, "allgather_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,\n",
+                collgen__dtype_name(b->dt), b->n, g, ob, (long long)a.rows, (long long)a.cols, ce,
+                cg, ne, ng, (double)ob / (cg * 1e3), (double)ob / (cg * 1e3) * (g - 1) / g,
+                (double)ob / (ng * 1e3) * (g - 1) / g);
       for (int r = 0; r < b->n; ++r) {
         collgen__dev_free(b->comm, r, a.in[r]);
         collgen__dev_free(b->comm, r, a.normed[r]);
@@ -461,8 +483,8 @@ static void bench_host_overhead(bench_t *b) {
   ar_arg a;
   memset(&a, 0, sizeof a);
   a.bytes = 8192;
-  a.count = 4096;
-  a.shape[0] = 4096;
+  a.count = 8192 / esize_of(b);
+  a.shape[0] = a.count;
   a.slot = 8192;
   a.nslots = 1;
   for (int r = 0; r < b->n; ++r) {
@@ -500,9 +522,14 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) b.quick = 1;
     else if (strcmp(argv[i], "--tune") == 0) b.tune = 1;
+    else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+      if (collgen__parse_dtype(argv[++i], &b.dt) != 0) die("--dtype", "bf16, f16 or f32");
+    } else if (strcmp(argv[i], "--group-size") == 0 && i + 1 < argc)
+      b.group = atoi(argv[++i]);
     else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
     else {
-      fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]\n");
+      fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N] "
+                      "[--dtype bf16|f16|f32] [--group-size G]\n");
       return 2;
     }
   }
@@ -513,8 +540,10 @@ int main(int argc, char **argv) {
   b.n = count > 8 ? 8 : count;
   int devs[8];
   for (int i = 0; i < b.n; ++i) devs[i] = i;
+  if (b.group < 0 || (b.group && b.n % b.group)) die("--group-size", "must divide the GPU count");
   if (collgen_comm_create(&b.comm, b.n, devs, NULL) != COLLGEN_OK) die("comm", collgen_last_error());
-  NC(ncclCommInitAll(b.nccl, b.n, devs));
+  for (int base = 0; base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
+    NC(ncclCommInitAll(b.nccl + base, group_of(&b), devs + base));
   collgen__compiled rms;
   if (collgen__nvrtc_compile(bench_rmsnorm_source, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
                              sizeof err) != COLLGEN_OK)
@@ -531,7 +560,7 @@ int main(int argc, char **argv) {
   if (csv) {
     b.csv = fopen(csv, "w");
     if (!b.csv) die("csv", csv);
-    fprintf(b.csv, "op,dtype,ngpus,bytes,rows,cols,collgen_eager_us,collgen_graph_us,nccl_eager_us,"
+    fprintf(b.csv, "op,dtype,ngpus,group,bytes,rows,cols,collgen_eager_us,collgen_graph_us,nccl_eager_us,"
                    "nccl_graph_us,algbw_graph_GBs,busbw_graph_GBs,nccl_busbw_graph_GBs,"
                    "collgen_inplace_graph_us\n");
   }
