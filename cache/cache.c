@@ -52,9 +52,9 @@ static void warn_memory_only(const char *dir, const char *why) {
           "caching in memory only\n", dir, why);
 }
 
-/* Removes temp files older than an hour: leftovers of writers that died
-** between mkstemp and rename. Younger ones may belong to a live writer. */
-static void sweep_stale_temp_files(const char *dir) {
+/* Removes the regular files in <dir>/tmp last modified more than
+** `min_age_s` seconds ago (-1: all of them). */
+static void remove_temp_files(const char *dir, time_t min_age_s) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s/tmp", dir);
   DIR *d = opendir(tmp);
@@ -66,7 +66,7 @@ static void sweep_stale_temp_files(const char *dir) {
     char p[4500];
     struct stat st;
     snprintf(p, sizeof p, "%s/%s", tmp, de->d_name);
-    if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 3600) unlink(p);
+    if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > min_age_s) unlink(p);
   }
   closedir(d);
 }
@@ -97,7 +97,9 @@ int collgen__cache_open(collgen__cache **out, const char *dir) {
     return COLLGEN_OK;
   }
   c->disk = 1;
-  sweep_stale_temp_files(c->dir);
+  /* Temp files older than an hour are leftovers of writers that died between
+  ** mkstemp and rename; younger ones may belong to a live writer. */
+  remove_temp_files(c->dir, 3600);
   return COLLGEN_OK;
 }
 
@@ -392,18 +394,6 @@ static void remove_file(const char *path, int64_t size, int64_t atime, void *ctx
 int collgen__cache_clear(const char *dir) {
   int removed = 0;
   collgen__cache_walk(dir, remove_file, &removed);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
-  DIR *d = opendir(tmp);
-  if (d) {
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-      if (de->d_name[0] == '.') continue;
-      char p[4500];
-      snprintf(p, sizeof p, "%s/%s", tmp, de->d_name);
-      unlink(p);
-    }
-    closedir(d);
-  }
+  remove_temp_files(dir, -1);
   return removed;
 }
