@@ -15,7 +15,6 @@
 **
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
 **                      [--dtype bf16|f16|f32] [--group-size G]
-** (--dtype and --group-size were added after the last GPU run: not run yet.)
 */
 #define _GNU_SOURCE
 #include <math.h>
@@ -325,8 +324,29 @@ static void launch_nccl_rms(bench_t *b, void *vp, int iter) {
   }
 }
 
-static void check_rms(bench_t *b, rms_arg *a) {
-  const collgen_dtype_t dt = b->dt;
+/* 1 when up to 64 rows spread over `got` (a rank's normed output) match the
+** RMSNorm of the gathered residual `ref_r` within the rounding model. */
+static int normed_rows_ok(const bench_t *b, const rms_arg *a, const void *got, const void *ref_r,
+                          const void *gamma, int64_t *bad_row) {
+  int64_t step = a->rows > 64 ? a->rows / 64 : 1;
+  for (int64_t row = 0; row < a->rows; row += step) {
+    double scale = collgen__ref_rmsnorm_scale(b->dt, ref_r, row, a->cols, 1e-6f);
+    for (int64_t c = 0; c < a->cols; ++c) {
+      int64_t i = row * a->cols + c;
+      double exact = collgen__ref_load(b->dt, ref_r, i) * scale * (collgen__ref_load(b->dt, gamma, c) + 1.0);
+      if (!collgen__ref_close(b->dt, collgen__ref_load(b->dt, got, i), exact)) {
+        *bad_row = row;
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* Runs `fn` once with poisoned outputs and checks every rank: residual equal
+** to the gathered shards, normed within the rounding model. Returns 1 when
+** right; otherwise prints which rank is wrong and returns 0. */
+static int rms_result_ok(bench_t *b, rms_arg *a, launch_fn fn, const char *who) {
   const int g = group_of(b);
   size_t esz = (size_t)esize_of(b), ob = (size_t)(a->rows * a->cols) * esz, gb = (size_t)a->cols * esz;
   void *host[8], *gamma = malloc(gb), *ref_r = malloc(ob), *got = malloc(ob);
@@ -338,13 +358,12 @@ static void check_rms(bench_t *b, rms_arg *a) {
     collgen__dev_fill(b->comm, r, a->resid[r], 0xff, ob);
   }
   collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb); /* every rank has the same gamma */
-  launch_collgen_rms(b, a, 0);
+  fn(b, a, 0);
   sync_all(b);
-  /* residual: the whole gathered tensor; normed: up to 64 rows spread out */
-  int64_t step = a->rows > 64 ? a->rows / 64 : 1;
-  for (int r = 0; r < b->n; ++r) {
+  int ok = 1;
+  for (int r = 0; r < b->n && ok; ++r) {
     int base = r - r % g;
-    int64_t start = 0;
+    int64_t start = 0, bad_row = -1;
     for (int s = base; s < base + g; ++s) {
       memcpy((char *)ref_r + (size_t)(start * a->cols) * esz, host[s],
              (size_t)(a->shard_rows[s] * a->cols) * esz);
@@ -352,28 +371,22 @@ static void check_rms(bench_t *b, rms_arg *a) {
     }
     collgen__dev_download(b->comm, r, got, a->resid[r], ob);
     if (memcmp(got, ref_r, ob) != 0) {
-      fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: residual of rank %d differs\n",
+      fprintf(stderr, "collgen-bench: %s rmsnorm %lldx%lld: residual of rank %d differs\n", who,
               (long long)a->rows, (long long)a->cols, r);
-      exit(1);
+      ok = 0;
     }
     collgen__dev_download(b->comm, r, got, a->normed[r], ob);
-    for (int64_t row = 0; row < a->rows; row += step) {
-      double scale = collgen__ref_rmsnorm_scale(dt, ref_r, row, a->cols, 1e-6f);
-      for (int64_t c = 0; c < a->cols; ++c) {
-        int64_t i = row * a->cols + c;
-        double exact = collgen__ref_load(dt, ref_r, i) * scale * (collgen__ref_load(dt, gamma, c) + 1.0);
-        if (!collgen__ref_close(dt, collgen__ref_load(dt, got, i), exact)) {
-          fprintf(stderr, "collgen-bench: rmsnorm %lldx%lld: rank %d row %lld col %lld wrong\n",
-                  (long long)a->rows, (long long)a->cols, r, (long long)row, (long long)c);
-          exit(1);
-        }
-      }
+    if (ok && !normed_rows_ok(b, a, got, ref_r, gamma, &bad_row)) {
+      fprintf(stderr, "collgen-bench: %s rmsnorm %lldx%lld: normed row %lld of rank %d wrong\n",
+              who, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
+      ok = 0;
     }
   }
   for (int r = 0; r < b->n; ++r) free(host[r]);
   free(gamma);
   free(ref_r);
   free(got);
+  return ok;
 }
 
 static void bench_rmsnorm(bench_t *b) {
@@ -382,7 +395,7 @@ static void bench_rmsnorm(bench_t *b) {
   const int g = group_of(b);
   const size_t esz = (size_t)esize_of(b);
   printf("\nallgather_rmsnorm %s, %d GPUs, groups of %d (NCCL = ncclAllGather + plain RMSNorm "
-         "kernel, bf16 only; floor = received bytes / %.0f GB/s)\n", collgen__dtype_name(b->dt),
+         "kernel; floor = received bytes / %.0f GB/s)\n", collgen__dtype_name(b->dt),
          b->n, g, P2P_READ_GBS);
   printf("%6s %6s %10s %10s %10s %10s %8s %8s %9s %7s\n", "rows", "cols", "eager", "graph",
          "nccl_eag", "nccl_gr", "x_eager", "x_graph", "floor_us", "%floor");
@@ -402,8 +415,7 @@ static void bench_rmsnorm(bench_t *b) {
         a.shapes[r][0] = a.shard_rows[r];
         a.shapes[r][1] = a.cols;
       }
-      /* NCCL's all-gather needs equal shards; the plain RMSNorm kernel is bf16 */
-      int even = a.rows % g == 0 && b->dt == COLLGEN_DTYPE_BF16;
+      int even = a.rows % g == 0; /* NCCL's all-gather needs equal shards */
       size_t sb = (size_t)(a.shard_rows[0] * a.cols) * esz, ob = (size_t)(a.rows * a.cols) * esz;
       a.shard_slot = (sb + 4095) & ~(size_t)4095;
       a.nslots = (int)(ARENA_MIN / a.shard_slot);
@@ -422,7 +434,12 @@ static void bench_rmsnorm(bench_t *b) {
         collgen__dev_upload(b->comm, r, a.gamma[r], h, (size_t)a.cols * esz);
       }
       free(h);
-      check_rms(b, &a);
+      if (!rms_result_ok(b, &a, launch_collgen_rms, "collgen")) exit(1);
+      /* the baseline is checked too: a wrong baseline is reported, not timed */
+      if (even && !b->tune && !rms_result_ok(b, &a, launch_nccl_rms, "baseline (NCCL + plain)")) {
+        fprintf(stderr, "collgen-bench: baseline wrong; its times are left out (nan)\n");
+        even = 0;
+      }
       int batch = batch_for(ob);
       double ce = time_calls(b, launch_collgen_rms, &a, batch, 0);
       double cg = time_calls(b, launch_collgen_rms, &a, batch, 1);
@@ -545,7 +562,9 @@ int main(int argc, char **argv) {
   for (int base = 0; base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
     NC(ncclCommInitAll(b.nccl + base, group_of(&b), devs + base));
   collgen__compiled rms;
-  if (collgen__nvrtc_compile(bench_rmsnorm_source, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
+  static char rms_src[BENCH_RMSNORM_SOURCE_CAP];
+  if (bench_rmsnorm_source(b.dt, rms_src, sizeof rms_src) != 0) die("plain RMSNorm kernel", "source too long");
+  if (collgen__nvrtc_compile(rms_src, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
                              sizeof err) != COLLGEN_OK)
     die("plain RMSNorm kernel", rms.log ? rms.log : err);
   for (int r = 0; r < b.n; ++r) {
