@@ -104,8 +104,19 @@ local function plan_allgather_rmsnorm(s)
   -- Small gathered tensors (every shard then fits the LL lines) use the
   -- barrier-free LL push; the row still sits in registers (at most 16
   -- values per thread: more spills next to the LL state).
-  if algo == "unrolled" and vec > 1 and items * vec <= 16 and g >= 2
-     and s.rows * s.cols * esize <= M.LL_MAX_BYTES then
+  -- Wider rows (bf16/f16 up to 16384 cols, f32 up to 8192) fit with
+  -- blocks of up to 1024 threads in groups of up to 4. __launch_bounds__
+  -- (1024, 1) caps a thread at 64 registers, and the LL state grows with
+  -- the group: 2 vectors per thread fit up to 4 ranks; 3 vectors (f32
+  -- 12288) or 8 ranks spill (conformance measures it).
+  local ll_ok = algo == "unrolled" and vec > 1 and g >= 2
+                and s.rows * s.cols * esize <= M.LL_MAX_BYTES
+  local wide_items = ceil_div(nv, 1024)
+  if ll_ok and items * vec > 16 and wide_items * vec <= 16 and wide_items <= 2 and g <= 4 then
+    block = round_up(ceil_div(nv, ceil_div(nv, 1024)), 32)
+    items = ceil_div(nv, block)
+  end
+  if ll_ok and items * vec <= 16 then
     algo = "ll"
   end
   local grid = clamp(s.rows, 1, math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS))

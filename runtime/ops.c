@@ -107,6 +107,26 @@ out:
   return rc;
 }
 
+/* Allreduce over groups of one rank is the identity: each rank's input is
+** copied to its output on its stream (a copy engine transfer, nothing to
+** compile), or nothing is done when it runs in place. */
+static int copy_each_rank(collgen_comm_t *c, const void *const *inputs, void *const *outputs,
+                          const int64_t *elems, int esize, const collgen_stream_t *streams) {
+  int rc = COLLGEN_OK;
+  for (int r = 0; r < c->ndev; ++r) {
+    size_t bytes = (size_t)elems[r] * (size_t)esize;
+    if (bytes == 0 || inputs[r] == outputs[r]) continue;
+    if (c->launch_mask && !(c->launch_mask & (1u << r))) continue;
+    COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
+    COLLGEN_CU_GOTO(collgen__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)outputs[r],
+                                                  (CUdeviceptr)(uintptr_t)inputs[r], bytes,
+                                                  (CUstream)streams[r]),
+                    rc, c->err, sizeof c->err, out);
+  }
+out:
+  return rc;
+}
+
 /* Common checks of both ops; resolves group_size 0 to ndev. */
 static int check_call(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                       const void *shapes, int *group_size, const void *streams) {
@@ -228,6 +248,8 @@ int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                              "in-place is allowed)", r);
     }
   }
+  if (group_size == 1) /* every rank was checked above; group g is rank g */
+    return copy_each_rank(c, inputs, outputs, elems, esize, streams);
   for (int grp = 0; grp < ngroups; ++grp) {
     int base = grp * group_size;
     if (elems[grp] == 0) continue;

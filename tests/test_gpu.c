@@ -195,7 +195,8 @@ Test(allreduce, two_ranks_in_place_and_unaligned, .timeout = 600) {
 Test(allreduce, group_size_one_copies, .timeout = 300) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
   ar_check(c, COLLGEN_DTYPE_BF16, 4097, 1, 0, 0, 1);
-  ar_check(c, COLLGEN_DTYPE_F32, 1 << 20, 1, 1, 0, 1);
+  ar_check(c, COLLGEN_DTYPE_F16, 77, 1, 0, 3, 2);      /* unaligned copy */
+  ar_check(c, COLLGEN_DTYPE_F32, 1 << 20, 1, 1, 0, 1); /* in place: nothing to do */
   collgen_comm_destroy(c);
 }
 
@@ -335,7 +336,8 @@ static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const in
   rms_check_n(c, dt, group, rows, cols, eps, offset, 1);
 }
 
-static const int64_t RMS_COLS[] = {1, 7, 128, 1000, 4096, 4095, 5120, 8192, 16384, 40000};
+/* 9000 and 16384 with 8 rows take the LL kernel with blocks wider than 512. */
+static const int64_t RMS_COLS[] = {1, 7, 128, 1000, 4096, 4095, 5120, 8192, 9000, 16384, 40000};
 
 Test(allgather_rmsnorm, two_ranks_every_dtype_and_cols, .timeout = 900) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
@@ -372,6 +374,8 @@ Test(allgather_rmsnorm, four_and_eight_ranks_mapped, .timeout = 900) {
   collgen_comm_t *c4 = make_comm(4, 4, 0, 0);
   rms_check(c4, COLLGEN_DTYPE_BF16, 2, rows, 4096, 1e-6f, 1.0f);
   rms_check(c4, COLLGEN_DTYPE_F32, 4, rows, 1000, 1e-6f, 0.0f);
+  int64_t wide[4] = {1, 2, 0, 3}; /* LL with 1024-thread blocks, group of 4 */
+  rms_check(c4, COLLGEN_DTYPE_BF16, 4, wide, 16384, 1e-6f, 1.0f);
   collgen_comm_destroy(c4);
   collgen_comm_t *c8 = make_comm(8, 4, 0, 0);
   rms_check(c8, COLLGEN_DTYPE_BF16, 8, rows, 8192, 1e-6f, 1.0f);
@@ -410,14 +414,16 @@ Test(mixed, ll_and_barrier_calls_with_changing_groups, .timeout = 600) {
 /* ---- CUDA graphs, timeouts, refusals ------------------------------------ */
 
 /* Captures one allreduce per rank into a graph, replays it 100 times with
-** new inputs each time and checks every replay (n picks the algorithm). */
-static void graph_replay_check(int64_t n) {
+** new inputs each time and checks every replay (n and group pick the
+** algorithm; group 1 is a captured copy). */
+static void graph_replay_check(int64_t n, int group) {
   collgen_comm_t *c = make_comm(2, 0, 0, 0);
   ar_case t;
   memset(&t, 0, sizeof t);
   t.c = c;
   t.dt = COLLGEN_DTYPE_BF16;
   t.n = n;
+  t.group = group;
   ar_setup(&t);
   ar_run_and_check(&t); /* eager first: loads the modules */
   int64_t shape[1] = {t.n};
@@ -430,7 +436,7 @@ static void graph_replay_check(int64_t n) {
                                                   CU_STREAM_CAPTURE_MODE_GLOBAL);
     cr_assert_eq(e, CUDA_SUCCESS, "begin capture rank %d: %s", r, cu_name(e));
   }
-  cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, 0,
+  cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, group,
                                      t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
   /* End every capture before instantiating: instantiation is refused while
   ** the thread still has a stream capturing. */
@@ -457,11 +463,12 @@ static void graph_replay_check(int64_t n) {
       cr_assert_eq(collgen__cu.cuGraphLaunch(exec[r], (CUstream)t.streams[r]), CUDA_SUCCESS);
     }
     cr_assert_eq(collgen__dev_sync_all(c, t.streams), COLLGEN_OK, "%s", c->err);
-    collgen__ref_allreduce(t.dt, t.n, 2, (const void *const *)t.host, expect);
     for (int r = 0; r < 2; ++r) {
+      int g = group ? group : 2, base = r - r % g;
+      collgen__ref_allreduce(t.dt, t.n, g, (const void *const *)&t.host[base], expect);
       collgen__dev_download(c, r, got, t.out[r], bytes);
-      cr_assert(memcmp(got, expect, bytes) == 0, "n %lld replay %d rank %d differs",
-                (long long)t.n, it, r);
+      cr_assert(memcmp(got, expect, bytes) == 0, "n %lld group %d replay %d rank %d differs",
+                (long long)t.n, g, it, r);
     }
   }
   for (int r = 0; r < 2; ++r) {
@@ -476,8 +483,9 @@ static void graph_replay_check(int64_t n) {
 }
 
 Test(graph, capture_and_replay_100_times_with_new_data, .timeout = 600) {
-  graph_replay_check((1 << 20) + 3); /* two-shot, barriers */
-  graph_replay_check(4099);          /* LL push, epochs */
+  graph_replay_check((1 << 20) + 3, 0); /* two-shot, barriers */
+  graph_replay_check(4099, 0);          /* LL push, epochs */
+  graph_replay_check(4099, 1);          /* groups of one: captured copies */
 }
 
 Test(timeout, missing_peer_is_reported_not_hung, .timeout = 60) {

@@ -79,6 +79,29 @@ Test(planner, rmsnorm_shapes) {
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
   cr_expect_eq(p.vec, 1, "7 bf16 columns are not 16-byte rows");
   cr_expect_eq(p.block, 32);
+  s.cols = 16384; /* wide rows: LL with 1024-thread blocks, groups up to 4 */
+  s.rows = 8;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "ll");
+  cr_expect_eq(p.block, 1024);
+  cr_expect_eq(p.items, 2);
+  s.ngpus = 8;
+  s.group_size = 8;
+  s.rows = 4;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled", "8 ranks of LL state at 1024 threads would spill");
+  cr_expect_eq(p.block, 512);
+  s.ngpus = 2;
+  s.group_size = 0;
+  s.cols = 9000;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.block, 576, "1125 vectors in 2 per thread: 563 threads, rounded to warps");
+  s.dtype = COLLGEN_DTYPE_F32;
+  s.cols = 12288;
+  s.rows = 4; /* 192 KiB: within the LL size */
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled", "3 f32 vectors per thread would spill");
+  s.dtype = COLLGEN_DTYPE_BF16;
   s.cols = 65536;
   s.rows = 100000;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);

@@ -466,7 +466,7 @@ static void bench_rmsnorm(bench_t *b) {
 
 /* ---- JIT costs and host overhead ---------------------------------------- */
 
-static void bench_jit(void) {
+static void bench_jit(collgen_dtype_t dt) {
   char dir[] = "/tmp/collgen-bench-cache-XXXXXX";
   if (!mkdtemp(dir)) die("mkdtemp", "failed");
   printf("\nJIT path (per spec): cold = generate + NVRTC + write, disk = new generator reading "
@@ -474,6 +474,7 @@ static void bench_jit(void) {
   for (int op = 0; op < 2; ++op) {
     collgen_shape_t s;
     collgen_shape_init(&s, (collgen_op_t)op);
+    s.dtype = dt;
     s.cols = 8192;
     collgen_generator_t *g1, *g2;
     collgen_kernel_info_t info;
@@ -604,7 +605,7 @@ int main(int argc, char **argv) {
     }
     b.comm = main_comm;
   } else {
-    bench_jit();
+    bench_jit(b.dt);
     bench_host_overhead(&b);
     bench_allreduce(&b, max_bytes);
     bench_rmsnorm(&b);
