@@ -28,6 +28,11 @@ int collgen__dev_upload(collgen_comm_t *c, int r, void *dst, const void *src, si
   if (rc == COLLGEN_OK && bytes)
     rc = collgen__cu_fail(collgen__cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes),
                           "cuMemcpyHtoD", c->err, sizeof c->err);
+  /* From pageable memory cuMemcpyHtoD may return before the data lands;
+  ** work on a non-blocking stream is not ordered after it, so wait here. */
+  if (rc == COLLGEN_OK && bytes)
+    rc = collgen__cu_fail(collgen__cu.cuCtxSynchronize(), "cuCtxSynchronize", c->err,
+                          sizeof c->err);
   return rc;
 }
 

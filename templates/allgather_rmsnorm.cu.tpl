@@ -26,11 +26,12 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
-// Writes normed vector c of a row from its f32 values.
+// Writes normed vector c of a row from its f32 values and gamma vector c.
 __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
-                                             unsigned long long c, const float *x, float scale) {
+                                             unsigned long long c, const float *x, float scale,
+                                             vec_t gamma) {
   float w[VEC], y[VEC];
-  unpack(load_vec(p.gamma, c), w);
+  unpack(gamma, w);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
@@ -102,6 +103,17 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
 % if algo ~= "looped" then
     float x[${ITEMS}][VEC];
     float sumsq = 0.0f;
+% local prefetch = algo == "ll" and BLOCK <= 512  -- 1024 threads: 64 registers, no room
+% if prefetch then
+    // gamma is fetched before the wait for the row, so its latency hides
+    // behind the link's.
+    vec_t gam[${ITEMS}];
+#pragma unroll
+    for (int it = 0; it < ${ITEMS}; ++it) {
+      const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+      if (c < ROW_VECS) gam[it] = load_vec(p.gamma, c);
+    }
+% end
 #pragma unroll
     for (int it = 0; it < ${ITEMS}; ++it) {
       const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
@@ -122,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
 #pragma unroll
     for (int it = 0; it < ${ITEMS}; ++it) {
       const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
-      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale);
+      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, ${prefetch and "gam[it]" or "load_vec(p.gamma, c)"});
     }
 % else
     // Pass 1 reads the row over the link once, copying it to the residual
@@ -138,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
     const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
     for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
       unpack(load_vec(p.residual, row * ROW_VECS + c), x);
-      write_normed(p, row, c, x, scale);
+      write_normed(p, row, c, x, scale, load_vec(p.gamma, c));
     }
 % end
   }

@@ -294,11 +294,12 @@ __device__ __forceinline__ float block_sum(float v) {
   return total;
 }
 
-// Writes normed vector c of a row from its f32 values.
+// Writes normed vector c of a row from its f32 values and gamma vector c.
 __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
-                                             unsigned long long c, const float *x, float scale) {
+                                             unsigned long long c, const float *x, float scale,
+                                             vec_t gamma) {
   float w[VEC], y[VEC];
-  unpack(load_vec(p.gamma, c), w);
+  unpack(gamma, w);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
@@ -338,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) collgen_allgather_rmsnorm_f
 #pragma unroll
     for (int it = 0; it < 2; ++it) {
       const unsigned long long c = threadIdx.x + it * 512ull;
-      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale);
+      if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, load_vec(p.gamma, c));
     }
   }
   group_barrier(p);  // peers are done reading this rank's shard
