@@ -65,7 +65,7 @@ local function plan_allreduce(s)
   local algo
   local bytes = s.elems * esize
   if g == 1 then
-    algo = "oneshot"
+    algo = "oneshot"   -- a copy; the runtime uses cuMemcpyDtoDAsync instead (faster)
   elseif s.aligned16 and bytes <= math.min(M.LL_MAX_BYTES, M.LL_LINES * 8) then
     algo = "ll"        -- peers never read our buffers: in-place is safe too
   elseif s.inplace then
