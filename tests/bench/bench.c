@@ -519,10 +519,41 @@ static void bench_host_overhead(bench_t *b) {
     sync_all(b);
   }
   qsort(per, 10, sizeof per[0], cmp_double);
+  /* The driver's share: the same number of context switches and launches
+  ** of a trivial kernel (the plain RMSNorm on one 8-column row), nothing
+  ** else. collgen's own host work is the difference. */
+  void *x[8], *y[8];
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_alloc(b->comm, r, 4096, &x[r]);
+    collgen__dev_alloc(b->comm, r, 4096, &y[r]);
+    collgen__dev_fill(b->comm, r, x[r], 0, 4096);
+  }
+  double raw[10];
+  for (int k = 0; k < 10; ++k) {
+    double t0 = collgen__now_ms();
+    for (int i = 0; i < 100; ++i)
+      for (int r = 0; r < b->n; ++r) {
+        unsigned long long cols = 16 / esize_of(b);
+        float eps = 1e-6f, offset = 1.0f;
+        void *args[] = {&x[r], &x[r], &y[r], &cols, &eps, &offset};
+        CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+        CU(collgen__cu.cuLaunchKernel(b->rms_fn[r], 1, 1, 1, 32, 1, 1, 0, (CUstream)b->streams[r],
+                                      args, NULL));
+      }
+    raw[k] = (collgen__now_ms() - t0) * 10.0;
+    sync_all(b);
+  }
+  qsort(raw, 10, sizeof raw[0], cmp_double);
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_free(b->comm, r, x[r]);
+    collgen__dev_free(b->comm, r, y[r]);
+  }
   collgen_comm_info_t info;
   collgen_comm_info(b->comm, &info);
   printf("\nhost overhead per allreduce call (call to last launch returned, %d ranks): %.2f us "
          "(median of 10 x 100 calls)\n", b->n, per[5]);
+  printf("  of which the driver floor (%d x cuCtxSetCurrent + cuLaunchKernel of a trivial "
+         "kernel): %.2f us; collgen's own work: %.2f us\n", b->n, raw[5], per[5] - raw[5]);
   printf("signal buffer per rank: %zu bytes (one rank per GPU: %zu bytes per GPU)\n",
          info.signal_bytes_per_rank, info.signal_bytes_per_rank);
   for (int r = 0; r < b->n; ++r) {
