@@ -7,10 +7,6 @@
 // with all math in f32. Every rank normalizes every gathered row itself.
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
-% -- Rows of at most 2 vectors per thread are software-pipelined (next row
-% -- loaded while this one is normalized). Wider rows are not: the second
-% -- set of registers would drop a 512-thread block from 2 per SM to 1.
-% local pipelined = algo == "unrolled" and ITEMS <= 2
 
 #define COLS ${COLS}ull            // columns per row
 #define ROW_VECS ${COLS // VEC}ull // vector accesses per row
@@ -74,30 +70,6 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
 }
 
 % end
-% if pipelined then
-// The first step at or after `s`, in this block's stride, whose row exists
-// (shards may be uneven); most * GROUP when there is none.
-__device__ __forceinline__ unsigned long long next_row_step(const collgen_kparams &p,
-                                                            unsigned long long s,
-                                                            unsigned long long most) {
-  for (; s < most * GROUP; s += gridDim.x)
-    if (s / GROUP < p.row_start[s % GROUP + 1] - p.row_start[s % GROUP]) return s;
-  return most * GROUP;
-}
-
-// Requests this thread's vectors of the row visited at `step` (the loads
-// complete in the background until the registers are used).
-__device__ __forceinline__ void request_row(const collgen_kparams &p, unsigned long long step,
-                                            vec_t *v) {
-  const char *src = (const char *)p.in[step % GROUP] + (step / GROUP) * COLS * sizeof(elem_t);
-#pragma unroll
-  for (int it = 0; it < ${ITEMS}; ++it) {
-    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
-    if (c < ROW_VECS) v[it] = load_vec(src, c);
-  }
-}
-
-% end
 extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
 % if algo == "ll" then
@@ -116,29 +88,12 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
 % for g = 0, G - 1 do
   most = max(most, p.row_start[${g + 1}] - p.row_start[${g}]);
 % end
-% if pipelined then
-  // Software pipeline: the next row's loads are issued before this row is
-  // normalized, so the link keeps delivering while the block computes.
-  unsigned long long step = next_row_step(p, blockIdx.x, most);
-  vec_t ahead[${ITEMS}];
-  if (step < most * GROUP) request_row(p, step, ahead);
-  while (step < most * GROUP) {
-    const unsigned long long next = next_row_step(p, step + gridDim.x, most);
-    const unsigned int owner = step % GROUP;
-    const unsigned long long k = step / GROUP;
-    const unsigned long long row = p.row_start[owner] + k;
-    vec_t cur[${ITEMS}];
-#pragma unroll
-    for (int it = 0; it < ${ITEMS}; ++it) cur[it] = ahead[it];
-    if (next < most * GROUP) request_row(p, next, ahead);
-% else
   for (unsigned long long step = blockIdx.x; step < most * GROUP; step += gridDim.x) {
     const unsigned int owner = step % GROUP;
     const unsigned long long k = step / GROUP;
     if (k >= p.row_start[owner + 1] - p.row_start[owner]) continue;  // block-uniform
     const unsigned long long row = p.row_start[owner] + k;
     const void *src = (const char *)p.in[owner] + k * COLS * sizeof(elem_t);
-% end
 % if algo == "ll" then
     unsigned int owner_epoch = epoch[0];  // constant indices keep epoch[] in registers
 %   for g = 1, G - 1 do
@@ -166,8 +121,6 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
 % if algo == "ll" then
         vec_t v;
         if (!ll_row_vec(p, mine, epoch, owner, owner_epoch, k, c, src, &v)) return;  // timed out
-% elseif pipelined then
-        const vec_t v = cur[it];
 % else
         const vec_t v = load_vec(src, c);
 % end
@@ -183,9 +136,6 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
       const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
       if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, ${prefetch and "gam[it]" or "load_vec(p.gamma, c)"});
     }
-%   if pipelined then
-    step = next;
-%   end
 % else
     // Pass 1 reads the row over the link once, copying it to the residual
     // output; pass 2 re-reads that local copy (same thread, same vectors).

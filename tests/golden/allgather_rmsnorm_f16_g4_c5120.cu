@@ -305,28 +305,6 @@ __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned 
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
 }
 
-// The first step at or after `s`, in this block's stride, whose row exists
-// (shards may be uneven); most * GROUP when there is none.
-__device__ __forceinline__ unsigned long long next_row_step(const collgen_kparams &p,
-                                                            unsigned long long s,
-                                                            unsigned long long most) {
-  for (; s < most * GROUP; s += gridDim.x)
-    if (s / GROUP < p.row_start[s % GROUP + 1] - p.row_start[s % GROUP]) return s;
-  return most * GROUP;
-}
-
-// Requests this thread's vectors of the row visited at `step` (the loads
-// complete in the background until the registers are used).
-__device__ __forceinline__ void request_row(const collgen_kparams &p, unsigned long long step,
-                                            vec_t *v) {
-  const char *src = (const char *)p.in[step % GROUP] + (step / GROUP) * COLS * sizeof(elem_t);
-#pragma unroll
-  for (int it = 0; it < 2; ++it) {
-    const unsigned long long c = threadIdx.x + it * 512ull;
-    if (c < ROW_VECS) v[it] = load_vec(src, c);
-  }
-}
-
 extern "C" __global__ void __launch_bounds__(512, 1) collgen_allgather_rmsnorm_f16_g4_c5120_v8_u2(const collgen_kparams p) {
   barrier_prologue();
   if (!group_barrier(p)) return;  // every shard is ready to be read
@@ -338,27 +316,19 @@ extern "C" __global__ void __launch_bounds__(512, 1) collgen_allgather_rmsnorm_f
   most = max(most, p.row_start[2] - p.row_start[1]);
   most = max(most, p.row_start[3] - p.row_start[2]);
   most = max(most, p.row_start[4] - p.row_start[3]);
-  // Software pipeline: the next row's loads are issued before this row is
-  // normalized, so the link keeps delivering while the block computes.
-  unsigned long long step = next_row_step(p, blockIdx.x, most);
-  vec_t ahead[2];
-  if (step < most * GROUP) request_row(p, step, ahead);
-  while (step < most * GROUP) {
-    const unsigned long long next = next_row_step(p, step + gridDim.x, most);
+  for (unsigned long long step = blockIdx.x; step < most * GROUP; step += gridDim.x) {
     const unsigned int owner = step % GROUP;
     const unsigned long long k = step / GROUP;
+    if (k >= p.row_start[owner + 1] - p.row_start[owner]) continue;  // block-uniform
     const unsigned long long row = p.row_start[owner] + k;
-    vec_t cur[2];
-#pragma unroll
-    for (int it = 0; it < 2; ++it) cur[it] = ahead[it];
-    if (next < most * GROUP) request_row(p, next, ahead);
+    const void *src = (const char *)p.in[owner] + k * COLS * sizeof(elem_t);
     float x[2][VEC];
     float sumsq = 0.0f;
 #pragma unroll
     for (int it = 0; it < 2; ++it) {
       const unsigned long long c = threadIdx.x + it * 512ull;
       if (c < ROW_VECS) {
-        const vec_t v = cur[it];
+        const vec_t v = load_vec(src, c);
         store_vec(p.residual, row * ROW_VECS + c, v);
         unpack(v, x[it]);
 #pragma unroll
@@ -371,7 +341,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) collgen_allgather_rmsnorm_f
       const unsigned long long c = threadIdx.x + it * 512ull;
       if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, load_vec(p.gamma, c));
     }
-    step = next;
   }
   group_barrier(p);  // peers are done reading this rank's shard
 }
