@@ -8,7 +8,7 @@
 
 /* A kernel loaded into one context. */
 typedef struct {
-  char key[65];
+  const void *entry; /* the generator's cache entry (stable while it lives) */
   CUcontext ctx;
   CUmodule module;
   CUfunction fn;

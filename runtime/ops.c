@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "comm_internal.h"
 #include "reference.h"
 
@@ -21,11 +22,10 @@ typedef struct {
   int active[COLLGEN_MAX_DEVICES];      /* rank launches (group non-empty) */
 } launch_set;
 
-/* Finds or loads the kernel `info` into rank r's context. */
-static int load_kernel(collgen_comm_t *c, int r, const collgen_kernel_info_t *info,
-                       CUfunction *fn) {
+/* Finds or loads the kernel of cache entry `e` into rank r's context. */
+static int load_kernel(collgen_comm_t *c, int r, const collgen__entry *e, CUfunction *fn) {
   for (int i = 0; i < c->nloaded; ++i) {
-    if (c->loaded[i].ctx == c->ctx[r] && strcmp(c->loaded[i].key, info->key) == 0) {
+    if (c->loaded[i].ctx == c->ctx[r] && c->loaded[i].entry == e) {
       *fn = c->loaded[i].fn;
       return COLLGEN_OK;
     }
@@ -43,20 +43,27 @@ static int load_kernel(collgen_comm_t *c, int r, const collgen_kernel_info_t *in
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
   collgen__cu.cuThreadExchangeStreamCaptureMode(&mode);
-  CUresult lr = collgen__cu.cuModuleLoadData(&l->module, info->cubin);
+  CUresult lr = collgen__cu.cuModuleLoadData(&l->module, e->cubin);
   collgen__cu.cuThreadExchangeStreamCaptureMode(&mode);
   COLLGEN_CU_GOTO(lr, rc, c->err, sizeof c->err, out);
-  CUresult fr = collgen__cu.cuModuleGetFunction(&l->fn, l->module, info->kernel);
+  CUresult fr = collgen__cu.cuModuleGetFunction(&l->fn, l->module, e->kernel);
   if (fr != CUDA_SUCCESS) {
     collgen__cu.cuModuleUnload(l->module);
     COLLGEN_CU_GOTO(fr, rc, c->err, sizeof c->err, out);
   }
-  snprintf(l->key, sizeof l->key, "%s", info->key);
+  l->entry = e;
   l->ctx = c->ctx[r];
   *fn = l->fn;
   c->nloaded++;
 out:
   return rc;
+}
+
+/* Marks the first n launch sets empty. Only `active` needs it: the other
+** fields are written before use (kparams by base_params), and clearing all
+** eight sets of 2.7 KB each was the largest host cost of a call. */
+static void clear_sets(launch_set *sets, int n) {
+  for (int i = 0; i < n; ++i) memset(sets[i].active, 0, sizeof sets[i].active);
 }
 
 /* Plans `shape` for the ranks [base, base+group) with rank 0's arch, gets
@@ -68,24 +75,24 @@ static int prepare_group(collgen_comm_t *c, collgen_shape_t *shape, int base,
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
                            "ranks %d and %d of one group have different archs (%s, %s)",
                            base, r, c->arch[base], c->arch[r]);
-  snprintf(shape->arch, sizeof shape->arch, "%s", c->arch[base]);
+  _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
+  memcpy(shape->arch, c->arch[base], sizeof shape->arch);
   shape->max_blocks = c->max_blocks;
-  collgen_plan_t plan;
-  int rc = collgen_plan(c->gen, shape, &plan);
-  if (rc == COLLGEN_OK) {
-    collgen_kernel_info_t info;
-    rc = collgen_get_kernel(c->gen, shape, &info);
-    for (int r = base; rc == COLLGEN_OK && r < base + group; ++r) {
-      rc = load_kernel(c, r, &info, &ls->fn[r]);
-      ls->active[r] = 1;
-    }
+  collgen_plan_t spare;
+  const collgen_plan_t *plan = NULL;
+  const collgen__entry *entry = NULL;
+  int rc = collgen__resolve_kernel(c->gen, shape, &spare, &plan, &entry);
+  for (int r = base; rc == COLLGEN_OK && r < base + group; ++r) {
+    rc = load_kernel(c, r, entry, &ls->fn[r]);
+    ls->active[r] = 1;
   }
   /* CUDA failures already wrote c->err; generator failures are copied. */
   if (rc != COLLGEN_OK && rc != COLLGEN_ERR_CUDA)
     snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
-  ls->grid = plan.grid;
-  ls->block = plan.block;
-  return rc;
+  if (rc != COLLGEN_OK) return rc;
+  ls->grid = plan->grid;
+  ls->block = plan->block;
+  return COLLGEN_OK;
 }
 
 static int launch_all(collgen_comm_t *c, launch_set *sets, int nsets,
@@ -212,7 +219,7 @@ int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
   launch_set sets[COLLGEN_MAX_DEVICES];
   int64_t elems[COLLGEN_MAX_DEVICES];
   int aligned[COLLGEN_MAX_DEVICES], inplace[COLLGEN_MAX_DEVICES];
-  memset(sets, 0, sizeof sets);
+  clear_sets(sets, ngroups);
 
   for (int grp = 0; grp < ngroups; ++grp) {
     int base = grp * group_size;
@@ -294,7 +301,7 @@ int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank
   launch_set sets[COLLGEN_MAX_DEVICES];
   int64_t rows[COLLGEN_MAX_DEVICES], total[COLLGEN_MAX_DEVICES], cols[COLLGEN_MAX_DEVICES];
   int aligned[COLLGEN_MAX_DEVICES];
-  memset(sets, 0, sizeof sets);
+  clear_sets(sets, ngroups);
 
   for (int grp = 0; grp < ngroups; ++grp) {
     int base = grp * group_size;

@@ -247,22 +247,45 @@ static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
   return COLLGEN_OK;
 }
 
+/* The plan and cache entry of a shape: one memo lookup when the shape was
+** seen before, else plan + memory/disk/NVRTC. *plan points into the memo,
+** or at `spare` when the memo is full; entries live as long as the
+** generator. `info`, when not NULL, is filled too. */
+static int resolve(collgen_generator_t *g, const collgen_shape_t *shape, collgen_plan_t *spare,
+                   collgen_kernel_info_t *info, const collgen_plan_t **plan,
+                   const collgen__entry **entry) {
+  double t0 = info ? collgen__now_ms() : 0.0;
+  memo_entry *m = memo_find(g, shape);
+  if (m && m->entry) {
+    *plan = &m->plan;
+    *entry = m->entry;
+    if (info) fill_info(info, m->entry, 2, t0);
+    return COLLGEN_OK;
+  }
+  int rc = collgen_plan(g, shape, spare);
+  if (rc != COLLGEN_OK) return rc;
+  collgen_kernel_info_t scratch;
+  rc = get_entry(g, shape, spare, info ? info : &scratch, t0, entry);
+  if (rc != COLLGEN_OK) return rc;
+  m = memo_find(g, shape);
+  if (m) m->entry = *entry;
+  *plan = m ? &m->plan : spare;
+  return COLLGEN_OK;
+}
+
 int collgen_get_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
                        collgen_kernel_info_t *info) {
   if (!g || !shape || !info)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
-  double t0 = collgen__now_ms();
   memset(info, 0, sizeof *info);
-  memo_entry *m = memo_find(g, shape);
-  if (m && m->entry) {
-    fill_info(info, m->entry, 2, t0);
-    return COLLGEN_OK;
-  }
-  collgen_plan_t plan;
-  int rc = collgen_plan(g, shape, &plan);
-  if (rc != COLLGEN_OK) return rc;
-  const collgen__entry *e = NULL;
-  rc = get_entry(g, shape, &plan, info, t0, &e);
-  if (rc == COLLGEN_OK && (m = memo_find(g, shape)) != NULL) m->entry = e;
-  return rc;
+  collgen_plan_t spare;
+  const collgen_plan_t *plan;
+  const collgen__entry *entry;
+  return resolve(g, shape, &spare, info, &plan, &entry);
+}
+
+int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
+                            collgen_plan_t *spare, const collgen_plan_t **plan,
+                            const struct collgen__entry **entry) {
+  return resolve(g, shape, spare, NULL, plan, entry);
 }

@@ -1,0 +1,260 @@
+/*
+** fake_cuda.c -- a stand-in CUDA driver (libfakecuda.so) for testing the
+** runtime's host path on machines without a GPU. collgen loads it through
+** $COLLGEN_CUDA_LIBRARY. "Device memory" is host memory, so copies and
+** memsets really happen; kernels do not run: a launch is only recorded.
+**
+** It checks what a real driver would refuse silently or slowly: a launch or
+** async copy on a stream whose context is not current counts as a
+** wrong-context call. Settings, read at every query:
+**   FAKE_CUDA_DEVICES  number of devices (default 2)
+**   FAKE_CUDA_SM       compute capability as major*10+minor (default 90)
+**   FAKE_CUDA_NO_P2P   when set, no pair of devices has peer access
+** Tests read the counters through fake_cuda_stats() (dlsym).
+*/
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_cuda.h"
+
+#define MAX_DEVICES 16
+
+struct CUctx_st { int device; };
+struct CUstream_st { CUcontext ctx; };
+struct CUmod_st { int unused; };
+struct CUfunc_st { char name[128]; };
+
+static struct CUctx_st contexts[MAX_DEVICES];
+static __thread CUcontext current;
+static fake_cuda_stats_t stats;
+
+fake_cuda_stats_t *fake_cuda_stats(void) { return &stats; }
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+static int device_count(void) {
+  int n = env_int("FAKE_CUDA_DEVICES", 2);
+  return n < 0 ? 0 : n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+
+/* The context a stream belongs to (NULL stream: the current one). */
+static CUcontext stream_ctx(CUstream s) { return s ? s->ctx : current; }
+
+CUresult cuInit(unsigned int flags) {
+  (void)flags;
+  for (int d = 0; d < MAX_DEVICES; ++d) contexts[d].device = d;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+
+CUresult cuDeviceGetCount(int *n) { *n = device_count(); return CUDA_SUCCESS; }
+
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+  (void)d;
+  if (len > 0) snprintf(name, (size_t)len, "%s", "Fake GPU");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  (void)d;
+  int sm = env_int("FAKE_CUDA_SM", 90);
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = sm / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = sm % 10; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) {
+  *can = a != b && !getenv("FAKE_CUDA_NO_P2P");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetP2PAttribute(int *v, CUdevice_P2PAttribute a, CUdevice x, CUdevice y) {
+  (void)a;
+  (void)x;
+  (void)y;
+  *v = !getenv("FAKE_CUDA_NO_P2P");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  *c = &contexts[d];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
+
+CUresult cuCtxSetCurrent(CUcontext c) {
+  current = c;
+  stats.ctx_switches++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *c) { *c = current; return CUDA_SUCCESS; }
+
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  (void)peer;
+  (void)flags;
+  return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+
+CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes) {
+  void *m = current ? malloc(bytes) : NULL;
+  if (!m) return current ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_CONTEXT;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
+
+CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
+  memset((void *)(uintptr_t)p, v, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+  (void)flags;
+  *p = current ? calloc(1, bytes) : NULL;
+  return *p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned int flags) {
+  (void)flags;
+  *d = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  if (stream_ctx(s) != current) stats.wrong_context++;
+  memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  stats.copies++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  if (!image || !current) return CUDA_ERROR_INVALID_VALUE;
+  *m = calloc(1, sizeof **m);
+  stats.module_loads++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule m) { free(m); return CUDA_SUCCESS; }
+
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  (void)m;
+  *f = calloc(1, sizeof **f); /* leaked with the module: tests are short */
+  snprintf((*f)->name, sizeof (*f)->name, "%s", name);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream s, void **params, void **extra) {
+  (void)gy;
+  (void)gz;
+  (void)by;
+  (void)bz;
+  (void)shmem;
+  (void)extra;
+  if (stream_ctx(s) != current) stats.wrong_context++;
+  if (!params) return CUDA_ERROR_INVALID_VALUE;
+  if (stats.launches < FAKE_CUDA_MAX_LAUNCHES) {
+    fake_cuda_launch_t *l = &stats.log[stats.launches];
+    snprintf(l->kernel, sizeof l->kernel, "%s", f->name);
+    l->grid = gx;
+    l->block = bx;
+    l->device = current ? current->device : -1;
+  }
+  stats.launches++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult r, const char **s) {
+  *s = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult r, const char **s) {
+  *s = r == CUDA_SUCCESS ? "no error" : "error from the fake driver";
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
+  (void)flags;
+  *s = malloc(sizeof **s);
+  (*s)->ctx = current;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
+
+/* Graphs and events are not faked: the host-path tests do not use them. */
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode m) {
+  (void)s;
+  (void)m;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+  (void)s;
+  (void)g;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) {
+  (void)e;
+  (void)g;
+  (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
+CUresult cuEventCreate(CUevent *e, unsigned int f) { (void)e; (void)f; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  (void)ms;
+  (void)a;
+  (void)b;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuEventDestroy(CUevent e) { (void)e; return CUDA_SUCCESS; }
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *m) { (void)m; return CUDA_SUCCESS; }
+
+CUresult cuMemGetInfo(size_t *free_bytes, size_t *total) {
+  *free_bytes = (size_t)64 << 30;
+  *total = (size_t)141 << 30;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,283 @@
+/*
+** test_hostpath.c -- the runtime's host path without a GPU: collgen runs on
+** the stand-in driver (fake_cuda.c), which records launches and copies and
+** performs memsets and copies on host memory. Covers what the GPU tests
+** cannot show cheaply on every CI run: a call launches each rank exactly
+** once, in that rank's context, with the planned grid; modules are loaded
+** once per context; refused calls launch and write nothing; groups of one
+** copy instead of launching; comm_create refuses bad device lists and old
+** GPUs; missing P2P is refused per call. Kernels do not run here, so results
+** are checked by the GPU tests, not here.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collgen.h"
+#include "devbuf.h"
+#include "fake_cuda.h"
+#include "test_util.h"
+
+static char cache_dir[256];
+static fake_cuda_stats_t *stats;
+
+static void setup(void) {
+  setenv("COLLGEN_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
+  unsetenv("FAKE_CUDA_NO_P2P");
+  unsetenv("FAKE_CUDA_SM");
+  unsetenv("FAKE_CUDA_DEVICES");
+  tu_make_temp_dir(cache_dir, sizeof cache_dir);
+  void *lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL); /* the handle collgen gets too */
+  cr_assert(lib, "%s", dlerror());
+  fake_cuda_stats_t *(*get)(void) = (fake_cuda_stats_t * (*)(void)) dlsym(lib, "fake_cuda_stats");
+  cr_assert(get);
+  stats = get();
+}
+
+static void teardown(void) { tu_remove_tree(cache_dir); }
+
+TestSuite(hostpath, .init = setup, .fini = teardown);
+
+static collgen_comm_t *make_comm(int ndev) {
+  int devices[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  collgen_comm_t *c = NULL;
+  cr_assert_eq(collgen_comm_create(&c, ndev, devices, &o), COLLGEN_OK, "%s", collgen_last_error());
+  return c;
+}
+
+/* One stream per rank, created in the rank's context (the fake driver
+** checks launches against it). */
+static void make_streams(collgen_comm_t *c, collgen_stream_t *s) {
+  for (int r = 0; r < c->ndev; ++r) cr_assert_eq(collgen__dev_stream_create(c, r, &s[r]), COLLGEN_OK);
+}
+
+/* Host buffers stand in for device memory (the fake driver's cuMemAlloc is
+** malloc), poisoned so that any write shows. */
+static void *poisoned(size_t bytes) {
+  void *p = aligned_alloc(256, bytes);
+  memset(p, 0xa5, bytes);
+  return p;
+}
+
+static int all_poison(const void *p, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i)
+    if (((const unsigned char *)p)[i] != 0xa5) return 0;
+  return 1;
+}
+
+Test(hostpath, allreduce_launches_each_rank_once_in_its_context) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t shape[1] = {4096};
+  const int64_t *shapes[2] = {shape, shape};
+  void *in[2] = {poisoned(8192), poisoned(8192)}, *out[2] = {poisoned(8192), poisoned(8192)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     0, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 2);
+  cr_expect_eq(stats->wrong_context, 0);
+  cr_expect_eq(stats->module_loads, 2, "one module per context");
+  cr_expect_eq(stats->log[0].device, 0);
+  cr_expect_eq(stats->log[1].device, 1);
+  /* the grid and kernel are the planner's, the same on both ranks */
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, cache_dir), COLLGEN_OK);
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  s.elems = 4096;
+  collgen_plan_t plan;
+  cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_OK);
+  for (int r = 0; r < 2; ++r) {
+    cr_expect_str_eq(stats->log[r].kernel, plan.kernel);
+    cr_expect_eq(stats->log[r].grid, (unsigned)plan.grid);
+    cr_expect_eq(stats->log[r].block, (unsigned)plan.block);
+  }
+  collgen_generator_destroy(g);
+  /* a second call reuses the loaded modules */
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     0, streams), COLLGEN_OK);
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->module_loads, 2);
+  cr_expect(all_poison(out[0], 8192) && all_poison(out[1], 8192), "kernels do not run here");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+}
+
+Test(hostpath, refused_calls_launch_and_write_nothing) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t a[1] = {1024}, b[1] = {1000};
+  const int64_t *same[2] = {a, a}, *differ[2] = {a, b};
+  char *in0 = poisoned(4096), *in1 = poisoned(4096), *out0 = poisoned(4096), *out1 = poisoned(4096);
+  const void *in[2] = {in0, in1}, *odd_in[2] = {in0 + 2, in1};
+  void *out[2] = {out0, out1}, *null_out[2] = {out0, NULL}, *overlap[2] = {in0 + 256, out1};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  struct {
+    const char *what;
+    int rc, expect;
+  } cases[] = {
+      {"shapes differ", collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, differ, in, out, 0, streams),
+       COLLGEN_ERR_INVALID_ARG},
+      {"misaligned f32", collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, same, odd_in, out, 0, streams),
+       COLLGEN_ERR_ALIGNMENT},
+      {"NULL output", collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, same, in, null_out, 0, streams),
+       COLLGEN_ERR_INVALID_ARG},
+      {"group of 3 of 2", collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, same, in, out, 3, streams),
+       COLLGEN_ERR_INVALID_ARG},
+      {"partial overlap", collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, same, in, overlap, 0, streams),
+       COLLGEN_ERR_INVALID_ARG},
+      {"bad dtype", collgen_allreduce_sum(c, (collgen_dtype_t)7, 1, same, in, out, 0, streams),
+       COLLGEN_ERR_INVALID_ARG},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+    cr_expect_eq(cases[i].rc, cases[i].expect, "%s: got %s", cases[i].what,
+                 collgen_status_name(cases[i].rc));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->module_loads, 0, "nothing is loaded before validation passes");
+  cr_expect(all_poison(out0, 4096) && all_poison(out1, 4096) && all_poison(in0, 4096));
+  free(in0);
+  free(in1);
+  free(out0);
+  free(out1);
+  collgen_comm_destroy(c);
+}
+
+Test(hostpath, groups_of_one_copy_and_in_place_does_nothing) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t s0[1] = {1000}, s1[1] = {77}; /* a group of one may differ from the others */
+  const int64_t *shapes[2] = {s0, s1};
+  float *in[2], *out[2];
+  for (int r = 0; r < 2; ++r) {
+    in[r] = poisoned(4096);
+    out[r] = poisoned(4096);
+    for (int i = 0; i < 1000; ++i) in[r][i] = (float)(tu_rand() % 1000) - 500.0f;
+  }
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, shapes, (const void *const *)in,
+                                     (void *const *)out, 1, streams), COLLGEN_OK, "%s",
+               collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 2);
+  cr_expect_eq(stats->wrong_context, 0);
+  cr_expect_eq(stats->module_loads, 0, "nothing to compile for a copy");
+  cr_expect(memcmp(out[0], in[0], 1000 * sizeof(float)) == 0);
+  cr_expect(memcmp(out[1], in[1], 77 * sizeof(float)) == 0);
+  cr_expect(all_poison((char *)out[1] + 77 * sizeof(float), 4096 - 77 * sizeof(float)),
+            "nothing written past the shape");
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, shapes, (const void *const *)in,
+                                     (void *const *)in, 1, streams), COLLGEN_OK);
+  cr_expect_eq(stats->copies, 2, "in place: nothing to do");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+}
+
+Test(hostpath, zero_sizes_and_empty_groups_launch_nothing) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t zero[1] = {0}, rows0[2] = {0, 4096};
+  const int64_t *shapes[2] = {zero, zero}, *rshapes[2] = {rows0, rows0};
+  void *buf[2] = {poisoned(256), poisoned(256)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)buf,
+                                     buf, 0, streams), COLLGEN_OK);
+  cr_expect_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rshapes, (const void *const *)buf,
+                                         buf + 0, buf + 0, (const void *const *)buf, 1e-6f, 0.0f, 0,
+                                         streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 0);
+  for (int r = 0; r < 2; ++r) free(buf[r]);
+  collgen_comm_destroy(c);
+}
+
+Test(hostpath, rmsnorm_launches_each_group_with_its_plan) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  int64_t shard[4][2] = {{3, 4096}, {5, 4096}, {0, 4096}, {0, 4096}};
+  const int64_t *shapes[4] = {shard[0], shard[1], shard[2], shard[3]};
+  void *in[4], *normed[4], *resid[4], *gamma[4];
+  for (int r = 0; r < 4; ++r) {
+    in[r] = poisoned(5 * 4096 * 2);
+    normed[r] = poisoned(8 * 4096 * 2);
+    resid[r] = poisoned(8 * 4096 * 2);
+    gamma[r] = poisoned(4096 * 2);
+  }
+  collgen_stream_t streams[4];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  /* groups of 2: {0,1} gathers 8 rows, {2,3} gathers none and launches nothing */
+  cr_assert_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)in,
+                                         normed, resid, (const void *const *)gamma, 1e-6f, 1.0f, 2,
+                                         streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 2);
+  cr_expect_eq(stats->wrong_context, 0);
+  cr_expect_eq(stats->log[0].device, 0);
+  cr_expect_eq(stats->log[1].device, 1);
+  cr_expect_eq(stats->log[0].grid, 8, "one block per gathered row");
+  cr_expect_str_eq(stats->log[0].kernel, stats->log[1].kernel);
+  cr_expect(strstr(stats->log[0].kernel, "_g2_c4096_") != NULL, "%s", stats->log[0].kernel);
+  for (int r = 0; r < 4; ++r) {
+    free(in[r]);
+    free(normed[r]);
+    free(resid[r]);
+    free(gamma[r]);
+  }
+  collgen_comm_destroy(c);
+}
+
+Test(hostpath, comm_create_refuses_bad_device_lists_and_old_gpus) {
+  collgen_comm_t *c = (collgen_comm_t *)1;
+  int twice[2] = {0, 0}, missing[2] = {0, 5}, nine[9] = {0};
+  cr_expect_eq(collgen_comm_create(&c, 2, twice, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_last_error(), "listed twice"), "%s", collgen_last_error());
+  cr_expect_null(c, "nothing created");
+  cr_expect_eq(collgen_comm_create(&c, 2, missing, NULL), COLLGEN_ERR_NO_DEVICE);
+  cr_expect(strstr(collgen_last_error(), "device 5 does not exist"), "%s", collgen_last_error());
+  cr_expect_eq(collgen_comm_create(&c, 9, nine, NULL), COLLGEN_ERR_INVALID_ARG);
+  setenv("FAKE_CUDA_SM", "75", 1);
+  int two[2] = {0, 1};
+  cr_expect_eq(collgen_comm_create(&c, 2, two, NULL), COLLGEN_ERR_UNSUPPORTED);
+  cr_expect(strstr(collgen_last_error(), "sm_75"), "%s", collgen_last_error());
+  cr_expect_null(c);
+}
+
+Test(hostpath, missing_p2p_is_refused_per_call) {
+  setenv("FAKE_CUDA_NO_P2P", "1", 1);
+  collgen_comm_t *c = make_comm(2);
+  collgen_comm_info_t info;
+  cr_assert_eq(collgen_comm_info(c, &info), COLLGEN_OK);
+  cr_expect_eq(info.p2p[0][1], 0);
+  int64_t shape[1] = {1024};
+  const int64_t *shapes[2] = {shape, shape};
+  void *in[2] = {poisoned(4096), poisoned(4096)}, *out[2] = {poisoned(4096), poisoned(4096)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     2, streams), COLLGEN_ERR_NO_P2P);
+  cr_expect(strstr(collgen_comm_last_error(c), "share a group"), "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     1, streams), COLLGEN_OK, "groups of one need no peer access");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+}
