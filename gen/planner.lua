@@ -113,7 +113,7 @@ local function plan_allgather_rmsnorm(s)
                 and s.rows * s.cols * esize <= M.LL_MAX_BYTES
   local wide_items = ceil_div(nv, 1024)
   if ll_ok and items * vec > 16 and wide_items * vec <= 16 and wide_items <= 2 and g <= 4 then
-    block = round_up(ceil_div(nv, ceil_div(nv, 1024)), 32)
+    block = round_up(ceil_div(nv, wide_items), 32)
     items = ceil_div(nv, block)
   end
   if ll_ok and items * vec <= 16 then

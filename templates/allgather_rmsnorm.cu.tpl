@@ -95,10 +95,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
     const unsigned long long row = p.row_start[owner] + k;
     const void *src = (const char *)p.in[owner] + k * COLS * sizeof(elem_t);
 % if algo == "ll" then
-    unsigned int owner_epoch = epoch[0];  // constant indices keep epoch[] in registers
-%   for g = 1, G - 1 do
-    if (owner == ${g}) owner_epoch = epoch[${g}];
-%   end
+    const unsigned int owner_epoch = epoch_of(epoch, owner);
 % end
 % if algo ~= "looped" then
     float x[${ITEMS}][VEC];

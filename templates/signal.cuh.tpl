@@ -153,6 +153,16 @@ __device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen
   for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
 }
 
+// epoch[i] for a run-time group rank i. Only constant indices are read, so
+// epoch[] stays in registers (a run-time index would put it in local memory).
+__device__ __forceinline__ unsigned int epoch_of(const unsigned int *epoch, unsigned int i) {
+  unsigned int e = epoch[0];
+#pragma unroll
+  for (int g = 1; g < GROUP; ++g)
+    if (i == (unsigned int)g) e = epoch[g];
+  return e;
+}
+
 // Tokens keep ranks in step when a peer may have nothing to send (an empty
 // shard): without them a rank that only sends could run two calls ahead and
 // overwrite lines not yet read. Each block sends its token for this call to
@@ -161,10 +171,7 @@ __device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen
 __device__ __forceinline__ void ll_send_tokens(const collgen_kparams &p, const unsigned int *epoch) {
   if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
     collgen_signal *peer = (collgen_signal *)p.signal[threadIdx.x];
-    unsigned int e = epoch[0];  // constant indices keep epoch[] in registers
-#pragma unroll
-    for (int g = 1; g < GROUP; ++g)
-      if (threadIdx.x == g) e = epoch[g];
+    const unsigned int e = epoch_of(epoch, threadIdx.x);
     volatile unsigned int *slot = &peer->ll_token[e & 1u][blockIdx.x][p.group_base + p.rank];
     *slot = e;
   }
@@ -174,10 +181,7 @@ __device__ __forceinline__ void ll_send_tokens(const collgen_kparams &p, const u
 __device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen_signal *mine,
                                                const unsigned int *epoch) {
   if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
-    unsigned int e = epoch[0];
-#pragma unroll
-    for (int g = 1; g < GROUP; ++g)
-      if (threadIdx.x == g) e = epoch[g];
+    const unsigned int e = epoch_of(epoch, threadIdx.x);
     volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
     const unsigned long long start = globaltimer_ns();
     while (*slot != e) {

@@ -20,7 +20,7 @@ run_one() { # tool bin logdir test
   compute-sanitizer --tool "$1" --target-processes all --error-exitcode 99 "$2" --jobs 1 --filter="$4" > "$log" 2>&1
   local rc=$? errs
   # a filter that matched nothing would pass silently: demand exactly one test
-  grep -q 'Tested: 1 |' "$log" || rc=${rc/#0/98}
+  if [ $rc = 0 ] && ! grep -q 'Tested: 1 |' "$log"; then rc=98; fi
   errs=$(grep -oE '(ERROR SUMMARY|RACECHECK SUMMARY): [0-9]+ (errors?|hazards?)[^$]*' "$log" | tail -1)
   printf '%-62s %-7s %4ss  %s\n' "$4" "$([ $rc = 0 ] && echo ok || echo FAIL:$rc)" \
     "$(( $(date +%s) - t0 ))" "$errs"
