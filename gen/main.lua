@@ -1,5 +1,6 @@
 -- Entry point of the Lua side of the generator, called from src/lua_host.c.
--- `import`, `read_source` and `compile_chunk` are provided by the C host;
+-- `import`, `read_source`, `compile_chunk` and the `catalog` table (ops,
+-- dtypes, archs, device limits: src/lua_catalog.h) come from the C host;
 -- there is no io, os, load or require in this environment.
 
 local planner = import("planner")
@@ -25,12 +26,6 @@ local utils = setmetatable({
 
 local renderer = template.new(read_source, compile_chunk, utils)
 
-local DTYPE_INFO = {
-  bf16 = { ctype = "unsigned short", bytes = 2 },
-  f16  = { ctype = "unsigned short", bytes = 2 },
-  f32  = { ctype = "float", bytes = 4 },
-}
-
 function M.plan(shape) return planner.plan(shape) end
 
 function M.canonical(spec) return planner.canonical(spec) end
@@ -38,7 +33,8 @@ function M.canonical(spec) return planner.canonical(spec) end
 -- Renders the CUDA C of a spec. `line_directives` adds #line directives
 -- pointing at the templates.
 function M.render(spec, line_directives)
-  local d = DTYPE_INFO[spec.dtype]
+  local d = catalog.dtypes[spec.dtype]
+  if not d then error("planner: unknown dtype '" .. tostring(spec.dtype) .. "'", 0) end
   local vars = {
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,

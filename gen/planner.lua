@@ -12,12 +12,13 @@
 
 local M = {}
 
-M.MAX_BLOCKS = 256        -- signal-buffer slots per rank; grids never exceed it
-M.LL_LINES = 32768        -- LL lines per (bank, sender): 8 payload bytes each
+-- Ops, dtypes, archs and the device limits come from the catalog the C side
+-- pushes (src/catalog.h, src/device_abi.h); nothing here repeats them.
+local DTYPES, OPS, ARCHS = catalog.dtypes, catalog.ops, catalog.archs
+local MAX_DEVICES = catalog.limits.MAX_DEVICES
+M.MAX_BLOCKS = catalog.limits.MAX_BLOCKS  -- signal-buffer slots per rank; grids never exceed it
+M.LL_LINES = catalog.limits.LL_LINES      -- LL lines per (bank, sender): 8 payload bytes each
 M.DEFAULT_BLOCKS = 128    -- default grid cap for streaming kernels
-M.DTYPE_BYTES = { bf16 = 2, f16 = 2, f32 = 4 }
-M.ARCHS = { sm_80 = true, sm_86 = true, sm_89 = true, sm_90 = true,
-            sm_90a = true, sm_100 = true, sm_100a = true, sm_120 = true }
 
 -- Above the LL range, two-shot (reduce a slice, push it to every rank) is
 -- used. With more than 2 ranks it moves 2(G-1)/G instead of (G-1) inputs per
@@ -40,15 +41,25 @@ local function clamp(v, lo, hi) return math.max(lo, math.min(hi, v)) end
 local function round_up(v, m) return ceil_div(v, m) * m end
 
 local function check_common(s)
-  if not M.DTYPE_BYTES[s.dtype] then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
-  if not M.ARCHS[s.arch] then fail("unsupported arch '" .. tostring(s.arch) .. "'") end
-  if s.ngpus < 1 or s.ngpus > 8 then fail("ngpus must be 1..8, got " .. s.ngpus) end
+  local d = DTYPES[s.dtype]
+  if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
+  if not OPS[s.op] then fail("unknown op '" .. tostring(s.op) .. "'") end
+  local sm = ARCHS[s.arch]
+  if not sm then fail("unsupported arch '" .. tostring(s.arch) .. "'") end
+  if sm < d.min_sm then
+    fail(string.format("%s needs sm_%d or newer, not %s", s.dtype, d.min_sm, s.arch))
+  end
+  if s.ngpus < 1 or s.ngpus > MAX_DEVICES then
+    fail(string.format("ngpus must be 1..%d, got %d", MAX_DEVICES, s.ngpus))
+  end
   if s.group_size < 1 or s.ngpus % s.group_size ~= 0 then
     fail(string.format("group_size %d does not divide ngpus %d", s.group_size, s.ngpus))
   end
-  if s.tensor_rank < 1 or s.tensor_rank > 8 then fail("tensor rank must be 1..8") end
+  if s.tensor_rank < OPS[s.op].min_rank or s.tensor_rank > 8 then
+    fail(string.format("%s needs tensor rank %d..8", s.op, OPS[s.op].min_rank))
+  end
   if s.max_blocks < 0 or s.max_blocks > M.MAX_BLOCKS then
-    fail("max_blocks must be 0..256")
+    fail("max_blocks must be 0.." .. M.MAX_BLOCKS)
   end
 end
 
@@ -58,7 +69,7 @@ local function grid_cap(s)
 end
 
 local function plan_allreduce(s)
-  local esize = M.DTYPE_BYTES[s.dtype]
+  local esize = DTYPES[s.dtype].bytes
   local g = s.group_size
   if s.elems < 0 then fail("elems must be >= 0") end
   local vec = s.aligned16 and (16 // esize) or 1
@@ -82,13 +93,13 @@ local function plan_allreduce(s)
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = 0, items = 0, arch = s.arch,
-    template = "allreduce.cu.tpl",
+    template = OPS[s.op].template,
     kernel = string.format("collgen_allreduce_%s_%s_g%d_v%d", algo, s.dtype, g, vec),
   }
 end
 
 local function plan_allgather_rmsnorm(s)
-  local esize = M.DTYPE_BYTES[s.dtype]
+  local esize = DTYPES[s.dtype].bytes
   local g = s.group_size
   if s.cols < 1 then fail("cols must be >= 1") end
   if s.rows < 0 then fail("rows must be >= 0") end
@@ -124,18 +135,26 @@ local function plan_allgather_rmsnorm(s)
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = s.cols, items = items, arch = s.arch,
-    template = "allgather_rmsnorm.cu.tpl",
+    template = OPS[s.op].template,
     kernel = string.format("collgen_allgather_rmsnorm_%s_g%d_c%d_v%d_%s",
                            s.dtype, g, s.cols, vec, shape_tag),
   }
 end
 
+-- One planning function per op of the catalog; an op without one is an
+-- error when the generator starts, not when a call arrives.
+local PLANNERS = {
+  allreduce_sum = plan_allreduce,
+  allgather_rmsnorm = plan_allgather_rmsnorm,
+}
+for name in pairs(OPS) do
+  if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
+end
+
 -- Returns the spec for a shape, or raises "planner: <reason>".
 function M.plan(s)
   check_common(s)
-  if s.op == "allreduce_sum" then return plan_allreduce(s) end
-  if s.op == "allgather_rmsnorm" then return plan_allgather_rmsnorm(s) end
-  fail("unknown op '" .. tostring(s.op) .. "'")
+  return PLANNERS[s.op](s)
 end
 
 -- The fields that change the generated source, in a fixed order. The grid

@@ -97,9 +97,9 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
   rc = validate_devices(ndev, devices, options->allow_shared_devices, err, sizeof err);
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
-  if (options->max_blocks < 0 || options->max_blocks > COLLGEN_SIGNAL_MAX_BLOCKS)
+  if (options->max_blocks < 0 || options->max_blocks > COLLGEN_MAX_BLOCKS)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..%d",
-                             COLLGEN_SIGNAL_MAX_BLOCKS);
+                             COLLGEN_MAX_BLOCKS);
 
   collgen_comm_t *c = calloc(1, sizeof *c);
   if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");

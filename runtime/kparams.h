@@ -7,8 +7,7 @@
 #define COLLGEN_KPARAMS_H
 #include <stdint.h>
 
-#define COLLGEN_SIGNAL_MAX_BLOCKS 256
-#define COLLGEN_LL_LINES 32768 /* 8 payload bytes each: 256 KiB per message */
+#include "device_abi.h"
 
 typedef struct {
   const void *in[8];
@@ -29,12 +28,12 @@ typedef struct {
 
 /* One rank's signal buffer: counters and peer flags (see signal.cuh.tpl). */
 typedef struct {
-  unsigned int counter[COLLGEN_SIGNAL_MAX_BLOCKS][8];
-  unsigned int peer_flag[2][COLLGEN_SIGNAL_MAX_BLOCKS][8];
+  unsigned int counter[COLLGEN_MAX_BLOCKS][8];
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8];
   unsigned int ll_epoch[8];
   unsigned int ll_done;
   unsigned int ll_pad[7];
-  unsigned int ll_token[2][COLLGEN_SIGNAL_MAX_BLOCKS][8];
+  unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][8];
   unsigned int ll_lines[2][8][COLLGEN_LL_LINES][4];
 } collgen__signal;
 

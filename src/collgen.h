@@ -63,15 +63,35 @@ const char *collgen_last_error(void);
 
 /* ---- Shapes and plans ------------------------------------------------- */
 
-typedef enum {
-  COLLGEN_OP_ALLREDUCE_SUM = 0,
-  COLLGEN_OP_ALLGATHER_RMSNORM = 1
-} collgen_op_t;
+/* The operations, described once:
+** XX(NAME, value, id, template, kind, minimum tensor rank).
+** `id` is the name the CLI, the planner and the kernels use; `template` is
+** the kernel family's file in templates/; `kind` says how ranks combine
+** ("reduce": every rank gets the sum; "gather": every rank gets all shards).
+** The generator, the runtime and the docs read this list (docs/architecture.md
+** says what to touch to add one). */
+#define COLLGEN_OP_MAP(XX)                                                     \
+  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", "reduce", 1)         \
+  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", "gather", 2)
 
 typedef enum {
-  COLLGEN_DTYPE_BF16 = 0,
-  COLLGEN_DTYPE_F16 = 1,
-  COLLGEN_DTYPE_F32 = 2
+#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, kind, min_rank) COLLGEN_OP_##NAME = value,
+  COLLGEN_OP_MAP(COLLGEN_OP_ENUM_ENTRY)
+#undef COLLGEN_OP_ENUM_ENTRY
+} collgen_op_t;
+
+/* The element types, described once:
+** XX(NAME, value, id, bytes, device C type, accumulate type, minimum sm).
+** Every op accumulates in the accumulate type and rounds once per output. */
+#define COLLGEN_DTYPE_MAP(XX)                                                  \
+  XX(BF16, 0, bf16, 2, "unsigned short", "float", 80)                          \
+  XX(F16, 1, f16, 2, "unsigned short", "float", 80)                            \
+  XX(F32, 2, f32, 4, "float", "float", 80)
+
+typedef enum {
+#define COLLGEN_DTYPE_ENUM_ENTRY(NAME, value, id, bytes, ctype, acc, sm) COLLGEN_DTYPE_##NAME = value,
+  COLLGEN_DTYPE_MAP(COLLGEN_DTYPE_ENUM_ENTRY)
+#undef COLLGEN_DTYPE_ENUM_ENTRY
 } collgen_dtype_t;
 
 /* The shape of one collective call, as the planner sees it. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "catalog.h"
 #include "collgen.h"
 
 #define COLLGEN_ERRBUF 8192
@@ -27,12 +28,6 @@ void collgen__set_tls_error(const char *msg);
 /* Monotonic time in milliseconds. */
 double collgen__now_ms(void);
 
-/* Names of ops and dtypes as the templates spell them. */
-const char *collgen__op_name(collgen_op_t op);
-const char *collgen__dtype_name(collgen_dtype_t dtype);
-int collgen__dtype_bytes(collgen_dtype_t dtype);
-int collgen__parse_op(const char *s, collgen_op_t *op);
-int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype);
 
 /* Environment parameters, read once (see docs/environment.md). */
 const char *collgen__param_template_dir(void);  /* COLLGEN_TEMPLATE_DIR or NULL */

@@ -17,7 +17,9 @@
 #include <string.h>
 
 #include "embedded.h"
+#include "lua_catalog.h"
 #include "lua_host.h"
+#include "device_abi.h"
 #include "sha256.h"
 
 #define HOOK_EVERY 100000
@@ -169,7 +171,10 @@ static int protected_call(collgen__lua *h, int nargs, int nres, char *err,
   return 0;
 }
 
-static void compute_bundle_hash(collgen__lua *h) {
+/* Hashes every source the state can load and publishes the catalog as the
+** sandbox global `catalog`; both feed bundle_hash, since the generated code
+** depends on both. */
+static void publish_catalog_and_hash(collgen__lua *h) {
   collgen__sha256_ctx s;
   collgen__sha256_init(&s);
   for (const collgen__embedded_file *f = collgen__embedded_files; f->path; ++f) {
@@ -179,6 +184,10 @@ static void compute_bundle_hash(collgen__lua *h) {
     collgen__sha256_field(&s, f->path, text ? text : "", text ? len : 0);
     lua_pop(h->L, 1);
   }
+  lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->env_ref);
+  collgen__lua_push_catalog(h->L, &s);
+  lua_setfield(h->L, -2, "catalog");
+  lua_pop(h->L, 1);
   collgen__sha256_final(&s, h->bundle_hash);
 }
 
@@ -226,7 +235,7 @@ int collgen__lua_create(collgen__lua **out, char *err, size_t n) {
   lua_pushlightuserdata(L, h);
   lua_setfield(L, LUA_REGISTRYINDEX, "collgen.host");
   build_sandbox(h);
-  compute_bundle_hash(h);
+  publish_catalog_and_hash(h);
   lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 
   lua_pushlightuserdata(L, h);
@@ -289,26 +298,59 @@ static void push_main_fn(collgen__lua *h, const char *fn) {
 /* Leaves the spec table of `shape` on the stack, or returns -1. */
 static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
                          char *err, size_t n) {
-  if (shape->op != COLLGEN_OP_ALLREDUCE_SUM && shape->op != COLLGEN_OP_ALLGATHER_RMSNORM)
+  if (!collgen__op_find(shape->op))
     return collgen__fail(err, n, -1, "unknown op %d", (int)shape->op);
-  if ((unsigned)shape->dtype > COLLGEN_DTYPE_F32)
+  if (!collgen__dtype_find(shape->dtype))
     return collgen__fail(err, n, -1, "unknown dtype %d", (int)shape->dtype);
   push_main_fn(h, "plan");
   push_shape(h->L, shape);
   return protected_call(h, 1, 1, err, n);
 }
 
-static int64_t int_field(lua_State *L, const char *k) {
+/* Reads integer field k of the table at stack top into *v when it is an
+** integer in [lo, hi]; else writes a message and returns -1. */
+static int int_field(lua_State *L, const char *k, int64_t lo, int64_t hi, int64_t *v,
+                     char *err, size_t n) {
   lua_getfield(L, -1, k);
-  int64_t v = (int64_t)lua_tointeger(L, -1);
+  int isnum = 0;
+  lua_Integer x = lua_tointegerx(L, -1, &isnum);
   lua_pop(L, 1);
-  return v;
+  if (!isnum || x < lo || x > hi)
+    return collgen__fail(err, n, -1, "planner: spec field '%s' is not an integer in "
+                         "[%lld, %lld]", k, (long long)lo, (long long)hi);
+  *v = (int64_t)x;
+  return 0;
 }
 
-static void str_field(lua_State *L, const char *k, char *dst, size_t n) {
+static int int_field_i(lua_State *L, const char *k, int lo, int hi, int *v, char *err,
+                       size_t n) {
+  int64_t x = 0;
+  if (int_field(L, k, lo, hi, &x, err, n) != 0) return -1;
+  *v = (int)x;
+  return 0;
+}
+
+/* Copies the string at stack top (what = its name, for the message) into
+** dst[n]; a non-string or one that does not fit is an error, never a
+** truncation. Leaves the stack as it was. */
+static int copy_top_string(lua_State *L, const char *what, char *dst, size_t n, char *err,
+                           size_t errn) {
+  size_t len = 0;
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+  if (v && len < n) {
+    memcpy(dst, v, len + 1);
+    return 0;
+  }
+  return collgen__fail(err, errn, -1, "planner: spec field '%s' is %s (at most %zu bytes fit)",
+                       what, v ? "too long" : "missing", n - 1);
+}
+
+static int str_field(lua_State *L, const char *k, char *dst, size_t n, char *err,
+                     size_t errn) {
   lua_getfield(L, -1, k);
-  snprintf(dst, n, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+  int rc = copy_top_string(L, k, dst, n, err, errn);
   lua_pop(L, 1);
+  return rc;
 }
 
 int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
@@ -316,20 +358,24 @@ int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
   lua_State *L = h->L;
   memset(plan, 0, sizeof *plan);
   if (plan_to_stack(h, shape, err, n) != 0) return COLLGEN_ERR_INVALID_ARG;
-  str_field(L, "kernel", plan->kernel, sizeof plan->kernel);
-  str_field(L, "algo", plan->algo, sizeof plan->algo);
-  plan->group = (int)int_field(L, "group");
-  plan->vec = (int)int_field(L, "vec");
-  plan->block = (int)int_field(L, "block");
-  plan->grid = (int)int_field(L, "grid");
-  plan->items = (int)int_field(L, "items");
-  plan->cols = int_field(L, "cols");
+  int bad = str_field(L, "kernel", plan->kernel, sizeof plan->kernel, err, n) ||
+            str_field(L, "algo", plan->algo, sizeof plan->algo, err, n) ||
+            int_field_i(L, "group", 1, COLLGEN_MAX_DEVICES, &plan->group, err, n) ||
+            int_field_i(L, "vec", 1, 16, &plan->vec, err, n) ||
+            int_field_i(L, "block", 1, 1024, &plan->block, err, n) ||
+            int_field_i(L, "grid", 1, COLLGEN_MAX_BLOCKS, &plan->grid, err, n) ||
+            int_field_i(L, "items", 0, 1024, &plan->items, err, n) ||
+            int_field(L, "cols", 0, INT64_MAX, &plan->cols, err, n);
+  if (bad) {
+    lua_pop(L, 1);
+    return COLLGEN_ERR_TEMPLATE;
+  }
   push_main_fn(h, "canonical");
   lua_insert(L, -2);
   if (protected_call(h, 1, 1, err, n) != 0) return COLLGEN_ERR_TEMPLATE;
-  snprintf(plan->canonical, sizeof plan->canonical, "%s", lua_tostring(L, -1));
+  bad = copy_top_string(L, "canonical", plan->canonical, sizeof plan->canonical, err, n);
   lua_pop(L, 1);
-  return COLLGEN_OK;
+  return bad ? COLLGEN_ERR_TEMPLATE : COLLGEN_OK;
 }
 
 int collgen__lua_render(collgen__lua *h, const collgen_shape_t *shape,

@@ -46,9 +46,11 @@ __device__ __forceinline__ elem_t from_f32(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
-% else
+% elseif dtype == "f32" then
 __device__ __forceinline__ float to_f32(elem_t h) { return h; }
 __device__ __forceinline__ elem_t from_f32(float f) { return f; }
+% else
+%   error("common.cuh.tpl: no f32 conversions for dtype '" .. dtype .. "'")
 % end
 
 % if VEC > 1 then
@@ -72,9 +74,11 @@ __device__ __forceinline__ void unpack(vec_t v, float *f) {
     f[2 * k] = to_f32((elem_t)(w[k] & 0xffffu));
     f[2 * k + 1] = to_f32((elem_t)(w[k] >> 16));
   }
-%   else
+%   elseif esize == 4 then
 #pragma unroll
   for (int k = 0; k < 4; ++k) f[k] = __uint_as_float(w[k]);
+%   else
+%     error("common.cuh.tpl: no 16-byte vector unpacking for " .. esize .. "-byte elements")
 %   end
 }
 // Rounds VEC floats once each and packs them into a vector.
@@ -85,9 +89,11 @@ __device__ __forceinline__ vec_t pack(const float *f) {
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     w[k] = (unsigned int)from_f32(f[2 * k]) | ((unsigned int)from_f32(f[2 * k + 1]) << 16);
-%   else
+%   elseif esize == 4 then
 #pragma unroll
   for (int k = 0; k < 4; ++k) w[k] = __float_as_uint(f[k]);
+%   else
+%     error("common.cuh.tpl: no 16-byte vector packing for " .. esize .. "-byte elements")
 %   end
   v.raw = make_uint4(w[0], w[1], w[2], w[3]);
   return v;

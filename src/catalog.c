@@ -1,0 +1,87 @@
+/*
+** catalog.c -- lookups over the op, dtype and arch lists (catalog.h).
+*/
+#include <string.h>
+
+#include "catalog.h"
+
+static const collgen__dtype_desc dtypes[] = {
+#define DTYPE_ENTRY(NAME, value, id, bytes, ctype, acc, sm) \
+  {COLLGEN_DTYPE_##NAME, #id, bytes, ctype, acc, sm},
+    COLLGEN_DTYPE_MAP(DTYPE_ENTRY)
+#undef DTYPE_ENTRY
+};
+
+static const collgen__op_desc ops[] = {
+#define OP_ENTRY(NAME, value, id, tpl, kind, min_rank) \
+  {COLLGEN_OP_##NAME, #id, tpl, kind, min_rank},
+    COLLGEN_OP_MAP(OP_ENTRY)
+#undef OP_ENTRY
+};
+
+static const collgen__arch_desc archs[] = {
+#define ARCH_ENTRY(name, sm) {name, sm},
+    COLLGEN_ARCH_MAP(ARCH_ENTRY)
+#undef ARCH_ENTRY
+};
+
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+
+int collgen__dtype_count(void) { return COUNT(dtypes); }
+int collgen__op_count(void) { return COUNT(ops); }
+int collgen__arch_count(void) { return COUNT(archs); }
+
+const collgen__dtype_desc *collgen__dtype_at(int i) {
+  return i >= 0 && i < COUNT(dtypes) ? &dtypes[i] : NULL;
+}
+const collgen__op_desc *collgen__op_at(int i) {
+  return i >= 0 && i < COUNT(ops) ? &ops[i] : NULL;
+}
+const collgen__arch_desc *collgen__arch_at(int i) {
+  return i >= 0 && i < COUNT(archs) ? &archs[i] : NULL;
+}
+
+const collgen__dtype_desc *collgen__dtype_find(collgen_dtype_t dtype) {
+  for (int i = 0; i < COUNT(dtypes); ++i)
+    if (dtypes[i].dtype == dtype) return &dtypes[i];
+  return NULL;
+}
+
+const collgen__op_desc *collgen__op_find(collgen_op_t op) {
+  for (int i = 0; i < COUNT(ops); ++i)
+    if (ops[i].op == op) return &ops[i];
+  return NULL;
+}
+
+const collgen__arch_desc *collgen__arch_find(const char *name) {
+  for (int i = 0; name && i < COUNT(archs); ++i)
+    if (strcmp(archs[i].name, name) == 0) return &archs[i];
+  return NULL;
+}
+
+const char *collgen__op_name(collgen_op_t op) {
+  const collgen__op_desc *d = collgen__op_find(op);
+  return d ? d->name : "?";
+}
+
+const char *collgen__dtype_name(collgen_dtype_t dtype) {
+  const collgen__dtype_desc *d = collgen__dtype_find(dtype);
+  return d ? d->name : "?";
+}
+
+int collgen__dtype_bytes(collgen_dtype_t dtype) {
+  const collgen__dtype_desc *d = collgen__dtype_find(dtype);
+  return d ? d->bytes : 0;
+}
+
+int collgen__parse_op(const char *s, collgen_op_t *op) {
+  for (int i = 0; s && i < COUNT(ops); ++i)
+    if (strcmp(s, ops[i].name) == 0) { *op = ops[i].op; return 0; }
+  return -1;
+}
+
+int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype) {
+  for (int i = 0; s && i < COUNT(dtypes); ++i)
+    if (strcmp(s, dtypes[i].name) == 0) { *dtype = dtypes[i].dtype; return 0; }
+  return -1;
+}

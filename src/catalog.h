@@ -1,0 +1,64 @@
+/*
+** catalog.h -- the one description of ops, dtypes and target archs that
+** every layer reads: C through these lookups, Lua through the `catalog`
+** table pushed into the generator's state (src/lua_catalog.c). The lists
+** themselves are the X-macros COLLGEN_OP_MAP and COLLGEN_DTYPE_MAP in
+** collgen.h and COLLGEN_ARCH_MAP below; nothing else lists them.
+*/
+#ifndef COLLGEN_CATALOG_H
+#define COLLGEN_CATALOG_H
+#include "collgen.h"
+
+/* Target archs NVRTC is asked for: XX(name, sm number). */
+#define COLLGEN_ARCH_MAP(XX)                                                   \
+  XX("sm_80", 80) XX("sm_86", 86) XX("sm_89", 89) XX("sm_90", 90)              \
+  XX("sm_90a", 90) XX("sm_100", 100) XX("sm_100a", 100) XX("sm_120", 120)
+
+typedef struct {
+  collgen_dtype_t dtype;
+  const char *name;      /* "bf16" */
+  int bytes;             /* element size */
+  const char *ctype;     /* device C type holding one element */
+  const char *acc_type;  /* accumulation type */
+  int min_sm;            /* oldest arch that has its conversions */
+} collgen__dtype_desc;
+
+typedef struct {
+  collgen_op_t op;
+  const char *name;      /* "allreduce_sum" */
+  const char *template_file;
+  const char *kind;      /* "reduce" | "gather" */
+  int min_rank;          /* smallest tensor rank the op accepts */
+} collgen__op_desc;
+
+typedef struct {
+  const char *name;      /* "sm_90a" */
+  int sm;                /* 90 */
+} collgen__arch_desc;
+
+/* Number of entries of each list. */
+int collgen__dtype_count(void);
+int collgen__op_count(void);
+int collgen__arch_count(void);
+
+/* Entry i (0 <= i < count) of each list. */
+const collgen__dtype_desc *collgen__dtype_at(int i);
+const collgen__op_desc *collgen__op_at(int i);
+const collgen__arch_desc *collgen__arch_at(int i);
+
+/* The entry of a value, or NULL when the value names no entry: callers
+** turn NULL into an error, never into a default. */
+const collgen__dtype_desc *collgen__dtype_find(collgen_dtype_t dtype);
+const collgen__op_desc *collgen__op_find(collgen_op_t op);
+const collgen__arch_desc *collgen__arch_find(const char *name);
+
+/* Name of a value, or "?" when it names no entry (for messages only). */
+const char *collgen__op_name(collgen_op_t op);
+const char *collgen__dtype_name(collgen_dtype_t dtype);
+/* Element size of a valid dtype; 0 for an unknown one. */
+int collgen__dtype_bytes(collgen_dtype_t dtype);
+
+/* Name -> value; 0, or -1 when the name is not in the list. */
+int collgen__parse_op(const char *s, collgen_op_t *op);
+int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype);
+#endif
