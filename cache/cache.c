@@ -47,9 +47,9 @@ struct collgen__cache {
 };
 
 static void warn_memory_only(const char *dir, const char *why) {
-  fprintf(stderr,
-          "collgen: warning: cache directory %s is not usable (%s); "
-          "caching in memory only\n", dir, why);
+  collgen__log(COLLGEN_LOG_WARN,
+               "cache directory %s is not usable (%s); caching in memory only",
+               dir, why);
 }
 
 /* Removes the regular files in <dir>/tmp last modified more than
@@ -238,7 +238,7 @@ const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
   }
   if (rc != COLLGEN_OK) {
     if (access(path, F_OK) == 0) {
-      fprintf(stderr, "collgen: discarding cache entry %s: %s\n", path, why);
+      collgen__log(COLLGEN_LOG_INFO, "discarding cache entry %s: %s", path, why);
       unlink(path);
     }
     free(tmp.cubin);
@@ -293,8 +293,8 @@ const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
   if (rc == 0) rc = collgen__write_atomic(tmpdir, path, buf, total);
   free(buf);
   if (rc != 0) {
-    fprintf(stderr, "collgen: warning: cannot write cache entry %s: %s\n",
-            path, strerror(-rc));
+    collgen__log(COLLGEN_LOG_WARN, "cannot write cache entry %s: %s",
+                 path, strerror(-rc));
     return e;
   }
   int64_t cap = collgen__param_cache_max_bytes();

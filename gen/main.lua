@@ -1,7 +1,7 @@
 -- Entry point of the Lua side of the generator, called from src/lua_host.c.
 -- `import`, `read_source`, `compile_chunk` and the `catalog` table (ops,
--- dtypes, archs, device limits: src/lua_catalog.h) come from the C host;
--- there is no io, os, load or require in this environment.
+-- dtypes, archs, device limits and struct layouts: src/lua_catalog.h) come
+-- from the C host; there is no io, os, load or require in this environment.
 
 local planner = import("planner")
 local template = import("template")
@@ -30,6 +30,9 @@ function M.plan(shape) return planner.plan(shape) end
 
 function M.canonical(spec) return planner.canonical(spec) end
 
+-- Every kernel the planner can pick for a shape class (planner.variants).
+function M.variants(class) return planner.variants(class) end
+
 -- Renders the CUDA C of a spec. `line_directives` adds #line directives
 -- pointing at the templates.
 function M.render(spec, line_directives)
@@ -39,7 +42,7 @@ function M.render(spec, line_directives)
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
     COLS = spec.cols, ITEMS = spec.items, algo = spec.algo,
-    MAX_BLOCKS = planner.MAX_BLOCKS, LL_LINES = planner.LL_LINES,
+    abi = catalog.abi,
   }
   return renderer.render(spec.template, vars, line_directives)
 end

@@ -40,6 +40,31 @@ local function clamp(v, lo, hi) return math.max(lo, math.min(hi, v)) end
 
 local function round_up(v, m) return ceil_div(v, m) * m end
 
+-- The call-size thresholds, in the unit of the op's size field (elements
+-- per rank for allreduce, gathered rows for RMSNorm). A planning function
+-- compares the size against these and nothing else (the grid aside, which
+-- is not part of the kernel); a size at or below one may plan differently
+-- from one above it. M.variants probes each threshold and its neighbours.
+local function ll_max_elems(s)
+  return math.min(M.LL_MAX_BYTES, M.LL_LINES * 8) // DTYPES[s.dtype].bytes
+end
+
+local function oneshot_max_elems(s)
+  local limit = M.ONESHOT_MAX_BYTES[s.group_size] or M.ONESHOT_MAX_BYTES.default
+  return limit // DTYPES[s.dtype].bytes
+end
+
+local function ll_max_rows(s)   -- the whole gathered tensor fits the LL lines
+  return M.LL_MAX_BYTES // (s.cols * DTYPES[s.dtype].bytes)
+end
+
+-- A reduction over a group of one rank is the identity: the runtime copies
+-- (runtime/ops.c, copy_each_rank) and never launches the planned kernel.
+-- Gathers are not: RMSNorm over a group of one still normalizes.
+function M.is_copy(s)
+  return OPS[s.op].kind == "reduce" and s.group_size == 1
+end
+
 local function check_common(s)
   local d = DTYPES[s.dtype]
   if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
@@ -75,15 +100,14 @@ local function plan_allreduce(s)
   local vec = s.aligned16 and (16 // esize) or 1
   local algo
   local bytes = s.elems * esize
-  if g == 1 then
+  if M.is_copy(s) then
     algo = "oneshot"   -- a copy; the runtime uses cuMemcpyDtoDAsync instead (faster)
-  elseif s.aligned16 and bytes <= math.min(M.LL_MAX_BYTES, M.LL_LINES * 8) then
+  elseif s.aligned16 and s.elems <= ll_max_elems(s) then
     algo = "ll"        -- peers never read our buffers: in-place is safe too
   elseif s.inplace then
     algo = "twoshot"   -- one-shot would overwrite inputs peers still read
   else
-    local limit = M.ONESHOT_MAX_BYTES[g] or M.ONESHOT_MAX_BYTES.default
-    algo = (s.elems * esize <= limit) and "oneshot" or "twoshot"
+    algo = (s.elems <= oneshot_max_elems(s)) and "oneshot" or "twoshot"
   end
   local block = 512
   local work = ceil_div(s.elems, vec)          -- vectors this rank walks
@@ -121,7 +145,7 @@ local function plan_allgather_rmsnorm(s)
   -- the group: 2 vectors per thread fit up to 4 ranks; 3 vectors (f32
   -- 12288) or 8 ranks spill (conformance measures it).
   local ll_ok = algo == "unrolled" and vec > 1 and g >= 2
-                and s.rows * s.cols * esize <= M.LL_MAX_BYTES
+                and s.rows <= ll_max_rows(s)
   local wide_items = ceil_div(nv, 1024)
   if ll_ok and items * vec > 16 and wide_items * vec <= 16 and wide_items <= 2 and g <= 4 then
     block = round_up(ceil_div(nv, wide_items), 32)
@@ -166,6 +190,92 @@ function M.canonical(spec)
   local parts = {}
   for i, k in ipairs(M.KEY_FIELDS) do parts[i] = k .. "=" .. tostring(spec[k]) end
   return table.concat(parts, ";")
+end
+
+-- What a call of each op can vary beyond its class: the size field and the
+-- thresholds its planning function compares it against (above), and
+-- whether the class lists cols. Every other field of a call is probed
+-- over its whole (small) domain.
+local VARIANT_AXES = {
+  allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
+  allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },
+}
+for name in pairs(OPS) do
+  if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end
+end
+
+M.HUGE_SIZE = 1 << 56   -- stands for every size above the last threshold
+
+local function divisors(n)
+  local t = {}
+  for d = 1, n do if n % d == 0 then t[#t + 1] = d end end
+  return t
+end
+
+-- Sizes to probe for a shape: 0, 1, each threshold and both its
+-- neighbours, and a huge size; sorted, without duplicates.
+local function size_probes(axes, s)
+  local set, list = {}, {}
+  local function add(v) if v >= 0 and not set[v] then set[v], list[#list + 1] = true, v end end
+  add(0); add(1); add(M.HUGE_SIZE)
+  for _, threshold in ipairs(axes.thresholds) do
+    local t = threshold(s)
+    add(t - 1); add(t); add(t + 1)
+  end
+  table.sort(list)
+  return list
+end
+
+local function copy_shape(s)
+  local c = {}
+  for k, v in pairs(s) do c[k] = v end
+  return c
+end
+
+-- Every kernel the planner can pick for any call of a shape class:
+-- class = { op, dtype, ngpus, arch, group_sizes (default: every divisor
+-- of ngpus), cols (a list; needed by allgather_rmsnorm) }. Any call means
+-- any size (0 and huge included), 16-byte aligned or not, in place or not,
+-- any max_blocks. Returns a list of { shape, spec, canonical }, one per
+-- distinct canonical text, where `shape` is a call that plans to `spec`.
+-- Reductions over a group of one have no kernel (M.is_copy) and no entry.
+-- Raises "planner: <reason>" on a bad class.
+function M.variants(class)
+  local axes = VARIANT_AXES[class.op]
+  if not axes then fail("unknown op '" .. tostring(class.op) .. "'") end
+  local cols_list = axes.per_cols and (class.cols or {}) or { 0 }
+  if #cols_list == 0 then fail(class.op .. " needs a list of cols") end
+  local out, seen = {}, {}
+  for _, g in ipairs(class.group_sizes or divisors(class.ngpus)) do
+    for _, cols in ipairs(cols_list) do
+      local base = {
+        op = class.op, dtype = class.dtype, ngpus = class.ngpus, group_size = g,
+        tensor_rank = OPS[class.op].min_rank, elems = 0, rows = 0, cols = cols,
+        aligned16 = true, inplace = false, max_blocks = 0, arch = class.arch,
+      }
+      check_common(base)
+      if not M.is_copy(base) then
+        M.plan(base)   -- checks the op's own fields (cols) before the thresholds read them
+        for _, size in ipairs(size_probes(axes, base)) do
+          for _, aligned in ipairs({ true, false }) do
+            for _, inplace in ipairs({ false, true }) do
+              for _, max_blocks in ipairs({ 0, 1, M.MAX_BLOCKS }) do
+                local s = copy_shape(base)
+                s[axes.size], s.aligned16, s.inplace, s.max_blocks = size, aligned, inplace, max_blocks
+                local spec = M.plan(s)
+                local text = M.canonical(spec)
+                if not seen[text] then
+                  seen[text] = true
+                  out[#out + 1] = { shape = s, spec = spec, canonical = text }
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  return out
 end
 
 return M

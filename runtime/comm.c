@@ -100,6 +100,9 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   if (options->max_blocks < 0 || options->max_blocks > COLLGEN_MAX_BLOCKS)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..%d",
                              COLLGEN_MAX_BLOCKS);
+  if (options->timeout_ms < 0 || options->timeout_ms > COLLGEN_MAX_TIMEOUT_MS)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "timeout_ms must be 0..%d, got %d",
+                             COLLGEN_MAX_TIMEOUT_MS, options->timeout_ms);
 
   collgen_comm_t *c = calloc(1, sizeof *c);
   if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");

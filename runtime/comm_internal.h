@@ -4,7 +4,7 @@
 #ifndef COLLGEN_COMM_INTERNAL_H
 #define COLLGEN_COMM_INTERNAL_H
 #include "driver.h"
-#include "kparams.h"
+#include "device_abi.h"
 
 /* A kernel loaded into one context. */
 typedef struct {

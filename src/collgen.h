@@ -10,7 +10,12 @@
 ** COLLGEN_ERR_* code. A handle keeps a readable message of its last error
 ** (collgen_generator_last_error, collgen_comm_last_error); calls without a
 ** handle leave theirs in a thread-local buffer (collgen_last_error).
-** No function prints, except where its contract says so.
+** No function prints: diagnostics (e.g. an unusable cache directory) go to
+** the log handler (collgen_set_log_handler), else to stderr only when the
+** environment asks for it (COLLGEN_LOG=warn|info; default off).
+**
+** Every public function carries COLLGEN_API; the shared library is built
+** with hidden visibility, so it exports exactly these functions.
 */
 #ifndef COLLGEN_H
 #define COLLGEN_H
@@ -22,11 +27,28 @@
 extern "C" {
 #endif
 
+/* Marks a public function: exported from libcollgen.so (built with
+** -fvisibility=hidden, so nothing without it is exported). */
+#ifndef COLLGEN_API
+#if defined(__GNUC__) || defined(__clang__)
+#define COLLGEN_API __attribute__((visibility("default")))
+#else
+#define COLLGEN_API
+#endif
+#endif
+
 #define COLLGEN_VERSION_MAJOR 0
 #define COLLGEN_VERSION_MINOR 1
 #define COLLGEN_VERSION_PATCH 0
 #define COLLGEN_VERSION_STRING "0.1.0"
 #define COLLGEN_MAX_DEVICES 8
+/* Largest element count of any tensor of a call (2^40): larger shapes, and
+** shapes whose dimensions multiply past it, are refused with
+** COLLGEN_ERR_INVALID_ARG before anything is computed. */
+#define COLLGEN_MAX_ELEMS ((int64_t)1 << 40)
+/* Largest wait bound, in milliseconds (24 hours), for the option and
+** COLLGEN_TIMEOUT_MS. */
+#define COLLGEN_MAX_TIMEOUT_MS 86400000
 
 /* Status codes: XX(name, value, description). */
 #define COLLGEN_ERRNO_MAP(XX)                                                  \
@@ -55,11 +77,33 @@ typedef enum {
 #define COLLGEN_OK COLLGEN_ERR_OK
 
 /* Describes a status code ("peer access not possible ..."). Never NULL. */
-const char *collgen_status_str(int status);
+COLLGEN_API const char *collgen_status_str(int status);
 /* Names a status code ("COLLGEN_ERR_NO_P2P"). Never NULL. */
-const char *collgen_status_name(int status);
+COLLGEN_API const char *collgen_status_name(int status);
 /* Message of the last error of a handle-less call on this thread. */
-const char *collgen_last_error(void);
+COLLGEN_API const char *collgen_last_error(void);
+
+/* ---- Logging ---------------------------------------------------------- */
+
+/* Levels of a log message: a warning (something did not work as asked, the
+** call went on, e.g. memory-only caching) or information (e.g. a stale cache
+** entry removed). */
+#define COLLGEN_LOG_WARN 1
+#define COLLGEN_LOG_INFO 2
+
+/* Receives one message: `level` is COLLGEN_LOG_*, `message` one line without
+** the "collgen: " prefix or a newline, valid only during the call. May be
+** called from any thread that calls collgen, several at once. */
+typedef void (*collgen_log_fn)(int level, const char *message, void *user);
+
+/* Sends every later message of the library, of every level, to `fn` with
+** `user`. NULL restores the default: print to stderr, as "collgen: warning:
+** <message>" or "collgen: <message>", the levels $COLLGEN_LOG asks for
+** ("warn", "info"; unset or "off" prints nothing). A process-wide setting,
+** safe to change from any thread: the pair (fn, user) is swapped under a
+** lock, and a message being delivered at that moment may still reach the
+** previous pair. `fn` is called without that lock. Never fails or prints. */
+COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
 
 /* ---- Shapes and plans ------------------------------------------------- */
 
@@ -111,7 +155,7 @@ typedef struct collgen_shape {
 } collgen_shape_t;
 
 /* Fills a shape with defaults: bf16 allreduce, 2 ranks, 1 element. */
-void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
+COLLGEN_API void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
 
 /* What the planner chose for a shape. */
 typedef struct collgen_plan {
@@ -131,24 +175,51 @@ typedef struct collgen_generator collgen_generator_t;
 ** $XDG_CACHE_HOME/collgen, else ~/.cache/collgen). A generator is used by one
 ** thread at a time; create one per thread. On failure *out is NULL and
 ** collgen_last_error() says why. */
-int collgen_generator_create(collgen_generator_t **out, const char *cache_dir);
+COLLGEN_API int collgen_generator_create(collgen_generator_t **out, const char *cache_dir);
 /* Frees a generator (NULL is fine). */
-void collgen_generator_destroy(collgen_generator_t *gen);
+COLLGEN_API void collgen_generator_destroy(collgen_generator_t *gen);
 /* Message of the generator's last error (Lua traceback, NVRTC log, ...). */
-const char *collgen_generator_last_error(const collgen_generator_t *gen);
+COLLGEN_API const char *collgen_generator_last_error(const collgen_generator_t *gen);
 
 /* NVRTC log (ptxas figures, warnings) of the generator's last compile. */
-const char *collgen_generator_last_log(const collgen_generator_t *gen);
+COLLGEN_API const char *collgen_generator_last_log(const collgen_generator_t *gen);
 
 /* Plans a shape. COLLGEN_ERR_INVALID_ARG with a message on a bad shape. */
-int collgen_plan(collgen_generator_t *gen, const collgen_shape_t *shape,
-                 collgen_plan_t *plan);
+COLLGEN_API int collgen_plan(collgen_generator_t *gen, const collgen_shape_t *shape,
+                             collgen_plan_t *plan);
+
+/* A class of calls: every call of one op and dtype on `ngpus` ranks with
+** one of the group sizes (and, for allgather_rmsnorm, one of the cols),
+** whatever its element or row count, alignment, aliasing or grid cap. */
+typedef struct collgen_shape_class {
+  collgen_op_t op;
+  collgen_dtype_t dtype;
+  int ngpus;                /* ranks in the communicator, 1..8 */
+  const int *group_sizes;   /* each dividing ngpus; NULL = every divisor */
+  int group_size_count;
+  const int64_t *cols;      /* allgather_rmsnorm: at least one; else unused */
+  int cols_count;
+  char arch[16];            /* target, e.g. "sm_90" (empty = "sm_90") */
+} collgen_shape_class_t;
+
+/* Lists every kernel the planner can pick for any call of a class, as one
+** representative shape per distinct kernel (distinct canonical spec):
+** *shapes is a malloc'd array of *count shapes that the caller frees (NULL
+** when *count is 0). collgen_get_kernel on each fills a cache that serves
+** every call of the class without NVRTC (what `collgen pregen` does).
+** Allreduce over groups of one is a copy in the runtime and contributes no
+** kernel. COLLGEN_ERR_INVALID_ARG with the planner's reason on a bad class
+** (unknown op or dtype, group size not dividing ngpus, no or bad cols,
+** unsupported arch); *shapes is then NULL and *count 0. */
+COLLGEN_API int collgen_plan_variants(collgen_generator_t *gen,
+                                      const collgen_shape_class_t *cls,
+                                      collgen_shape_t **shapes, int *count);
 
 /* Renders the CUDA C source for a shape into a malloc'd string the caller
 ** frees. `line_directives` = 1 adds #line directives naming the templates. */
-int collgen_generate_source(collgen_generator_t *gen,
-                            const collgen_shape_t *shape, int line_directives,
-                            char **source);
+COLLGEN_API int collgen_generate_source(collgen_generator_t *gen,
+                                        const collgen_shape_t *shape, int line_directives,
+                                        char **source);
 
 /* One compiled kernel, as returned by collgen_get_kernel. */
 typedef struct collgen_kernel_info {
@@ -165,13 +236,13 @@ typedef struct collgen_kernel_info {
 /* Gets the cubin for a shape: memory table, then disk cache, then NVRTC
 ** (written back to disk). COLLGEN_ERR_COMPILE carries the NVRTC log and the
 ** path of the dumped source in the generator's message. */
-int collgen_get_kernel(collgen_generator_t *gen, const collgen_shape_t *shape,
-                       collgen_kernel_info_t *info);
+COLLGEN_API int collgen_get_kernel(collgen_generator_t *gen, const collgen_shape_t *shape,
+                                   collgen_kernel_info_t *info);
 
 /* Versions: collgen, Lua, NVRTC ("13.0" or "unavailable"). */
-const char *collgen_version(void);
-const char *collgen_lua_version(void);
-int collgen_nvrtc_version(int *major, int *minor);
+COLLGEN_API const char *collgen_version(void);
+COLLGEN_API const char *collgen_lua_version(void);
+COLLGEN_API int collgen_nvrtc_version(int *major, int *minor);
 
 /* ---- Runtime: communicator and ops ------------------------------------ */
 
@@ -187,7 +258,7 @@ typedef struct collgen_comm_options {
 } collgen_comm_options_t;
 
 /* Fills options with defaults. */
-void collgen_comm_options_init(collgen_comm_options_t *options);
+COLLGEN_API void collgen_comm_options_init(collgen_comm_options_t *options);
 
 /* Creates a communicator over `ndev` CUDA device ordinals (1..8), one rank
 ** per entry in order. Retains each device's primary context, enables peer
@@ -195,13 +266,13 @@ void collgen_comm_options_init(collgen_comm_options_t *options);
 ** Errors (nothing left allocated): COLLGEN_ERR_NO_DRIVER, _INVALID_ARG (bad
 ** count, duplicate device without allow_shared_devices), _NO_DEVICE,
 ** _NO_P2P (two ranks cannot access each other), _CUDA. */
-int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
-                        const collgen_comm_options_t *options);
+COLLGEN_API int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
+                                    const collgen_comm_options_t *options);
 /* Frees everything the communicator holds. Waits for nothing: the caller
 ** must have synchronized its streams. NULL is fine. */
-void collgen_comm_destroy(collgen_comm_t *comm);
+COLLGEN_API void collgen_comm_destroy(collgen_comm_t *comm);
 /* Message of the communicator's last error. */
-const char *collgen_comm_last_error(const collgen_comm_t *comm);
+COLLGEN_API const char *collgen_comm_last_error(const collgen_comm_t *comm);
 
 typedef struct collgen_comm_info {
   int ndev;
@@ -213,36 +284,36 @@ typedef struct collgen_comm_info {
 } collgen_comm_info_t;
 
 /* Reports devices, archs and the P2P matrix of a communicator. */
-int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *info);
+COLLGEN_API int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *info);
 
 /* Returns COLLGEN_ERR_TIMEOUT (message names the device that never
 ** arrived) if any kernel of this communicator gave up waiting, else 0.
 ** Reads host-mapped memory only: safe while kernels run. */
-int collgen_comm_check(collgen_comm_t *comm);
+COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);
 
 /* allreduce sum. Rank d's input `inputs[d]` (shape[0..rank-1], same within
 ** a group) is summed over its group into `outputs[d]` (may equal inputs[d]).
 ** `group_size` 0 = all ranks. `streams[d]` is rank d's stream (a CUstream;
 ** cudaStream_t works). Everything is validated and every kernel loaded on
 ** every device before any launch. Zero elements: success, no launch. */
-int collgen_allreduce_sum(collgen_comm_t *comm, collgen_dtype_t dtype,
-                          int rank, const int64_t *const *shapes,
-                          const void *const *inputs, void *const *outputs,
-                          int group_size, const collgen_stream_t *streams);
+COLLGEN_API int collgen_allreduce_sum(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                      int rank, const int64_t *const *shapes,
+                                      const void *const *inputs, void *const *outputs,
+                                      int group_size, const collgen_stream_t *streams);
 
 /* Fused all-gather + RMSNorm. Rank d holds a row shard `inputs[d]` of shape
 ** shard_shapes[d][0..rank-1] (leading dims flattened into rows, last dim =
 ** cols, equal within a group; rows may be 0). Outputs `out_normed[d]` and
 ** `out_residual[d]` hold [sum of the group's rows, cols]. `gammas[d]` has
 ** cols elements. group_size must be >= 1 and divide the rank count. */
-int collgen_allgather_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
-                              int rank, const int64_t *const *shard_shapes,
-                              const void *const *inputs,
-                              void *const *out_normed,
-                              void *const *out_residual,
-                              const void *const *gammas, float eps,
-                              float weight_offset, int group_size,
-                              const collgen_stream_t *streams);
+COLLGEN_API int collgen_allgather_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                          int rank, const int64_t *const *shard_shapes,
+                                          const void *const *inputs,
+                                          void *const *out_normed,
+                                          void *const *out_residual,
+                                          const void *const *gammas, float eps,
+                                          float weight_offset, int group_size,
+                                          const collgen_stream_t *streams);
 
 #ifdef __cplusplus
 }

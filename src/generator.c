@@ -1,6 +1,7 @@
 /*
-** generator.c -- the public JIT API: plan a shape, render its source, get
-** its cubin through the cache (memory, then disk, then NVRTC).
+** generator.c -- the public JIT API: plan a shape, list the kernels of a
+** shape class, render a source, get its cubin through the cache (memory,
+** then disk, then NVRTC).
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -116,6 +117,15 @@ int collgen_plan(collgen_generator_t *g, const collgen_shape_t *shape,
     g->memo[b] = m;
   }
   return COLLGEN_OK;
+}
+
+int collgen_plan_variants(collgen_generator_t *g, const collgen_shape_class_t *cls,
+                          collgen_shape_t **shapes, int *count) {
+  if (shapes) *shapes = NULL;
+  if (count) *count = 0;
+  if (!g || !cls || !shapes || !count)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
+  return collgen__lua_variants(g->lua, cls, shapes, count, g->err, sizeof g->err);
 }
 
 int collgen_generate_source(collgen_generator_t *g, const collgen_shape_t *shape,

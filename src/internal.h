@@ -58,4 +58,10 @@ int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape
                             collgen_plan_t *spare, const collgen_plan_t **plan,
                             const struct collgen__entry **entry);
 
+/* Sends one message (printf format, no newline) of `level` (COLLGEN_LOG_*)
+** to the log handler, else to stderr if $COLLGEN_LOG asks for the level,
+** else nowhere (src/log.c). Thread-safe. */
+void collgen__log(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -1,6 +1,7 @@
 /*
 ** lua_catalog.c -- the catalog as Lua tables (see lua_catalog.h).
 */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,12 +62,103 @@ static void push_archs(lua_State *L, collgen__sha256_ctx *h) {
   lua_setfield(L, -2, "archs");
 }
 
+/* The limits of device_abi.h: name (as spelled in C), value, comment. */
+typedef struct {
+  const char *name;
+  long long value;
+  const char *comment;
+} abi_limit;
+
+#define LIMIT_ROW(name, comment) {#name, name, comment},
+static const abi_limit abi_limits[] = {COLLGEN_ABI_LIMITS(LIMIT_ROW)};
+#undef LIMIT_ROW
+#define N_LIMITS (sizeof abi_limits / sizeof abi_limits[0])
+
+/* catalog.limits: { MAX_DEVICES = 8, ... } (the C name less "COLLGEN_"). */
 static void push_limits(lua_State *L, collgen__sha256_ctx *h) {
+  static const char prefix[] = "COLLGEN_";
   lua_newtable(L);
-  put_int(L, h, "MAX_DEVICES", COLLGEN_MAX_DEVICES);
-  put_int(L, h, "MAX_BLOCKS", COLLGEN_MAX_BLOCKS);
-  put_int(L, h, "LL_LINES", COLLGEN_LL_LINES);
+  for (size_t i = 0; i < N_LIMITS; ++i) {
+    const char *name = abi_limits[i].name;
+    if (strncmp(name, prefix, sizeof prefix - 1) == 0) name += sizeof prefix - 1;
+    put_int(L, h, name, abi_limits[i].value);
+  }
   lua_setfield(L, -2, "limits");
+}
+
+/* One field of a device struct, from the X-macros of device_abi.h. The rows
+** stringify type and dimensions before any expansion, so the generated code
+** spells the dimensions with the limits' names. */
+typedef struct {
+  const char *name, *device_type, *dims, *comment;
+  size_t offset, size;
+} abi_field;
+
+#define FIELD_OF(S, type_str, name, name_str, dims_str, comment) \
+  {name_str, type_str, dims_str, comment, offsetof(S, name), sizeof(((S *)0)->name)},
+#define KPARAMS_ROW(type, name, dims, comment) \
+  FIELD_OF(collgen__kparams, #type, name, #name, #dims, comment)
+#define KPARAMS_PAIR(host_type, device_type, name, dims, comment) \
+  FIELD_OF(collgen__kparams, #device_type, name, #name, #dims, comment)
+#define SIGNAL_ROW(type, name, dims, comment) \
+  FIELD_OF(collgen__signal, #type, name, #name, #dims, comment)
+#define SIGNAL_PAIR(host_type, device_type, name, dims, comment) \
+  FIELD_OF(collgen__signal, #device_type, name, #name, #dims, comment)
+static const abi_field kparams_fields[] = {
+    COLLGEN_KPARAMS_FIELDS(KPARAMS_ROW, KPARAMS_PAIR)};
+static const abi_field signal_fields[] = {COLLGEN_SIGNAL_FIELDS(SIGNAL_ROW, SIGNAL_PAIR)};
+#undef FIELD_OF
+#undef KPARAMS_ROW
+#undef KPARAMS_PAIR
+#undef SIGNAL_ROW
+#undef SIGNAL_PAIR
+
+/* Pushes { host = host_name, size, align, fields = { {name, decl, offset,
+** size, comment}, ... } } (decl: the device declaration, e.g.
+** "const void *in[COLLGEN_MAX_DEVICES]"). */
+static void push_struct(lua_State *L, collgen__sha256_ctx *h, const char *host_name,
+                        size_t size, size_t align, const abi_field *f, size_t n) {
+  lua_newtable(L);
+  put_str(L, h, "host", host_name);
+  put_int(L, h, "size", (long long)size);
+  put_int(L, h, "align", (long long)align);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    char decl[256];
+    size_t tl = strlen(f[i].device_type);
+    const char *sep = tl && f[i].device_type[tl - 1] == '*' ? "" : " ";
+    snprintf(decl, sizeof decl, "%s%s%s%s", f[i].device_type, sep, f[i].name, f[i].dims);
+    lua_createtable(L, 0, 5);
+    put_str(L, h, "name", f[i].name);
+    put_str(L, h, "decl", decl);
+    put_int(L, h, "offset", (long long)f[i].offset);
+    put_int(L, h, "size", (long long)f[i].size);
+    put_str(L, h, "comment", f[i].comment);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "fields");
+}
+
+/* catalog.abi = { limits = { {name, value, comment}, ... }, kparams = <struct>,
+** signal = <struct> }. */
+static void push_abi(lua_State *L, collgen__sha256_ctx *h) {
+  lua_newtable(L);
+  lua_createtable(L, (int)N_LIMITS, 0);
+  for (size_t i = 0; i < N_LIMITS; ++i) {
+    lua_createtable(L, 0, 3);
+    put_str(L, h, "name", abi_limits[i].name);
+    put_int(L, h, "value", abi_limits[i].value);
+    put_str(L, h, "comment", abi_limits[i].comment);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "limits");
+  push_struct(L, h, "collgen__kparams", sizeof(collgen__kparams), _Alignof(collgen__kparams),
+              kparams_fields, sizeof kparams_fields / sizeof kparams_fields[0]);
+  lua_setfield(L, -2, "kparams");
+  push_struct(L, h, "collgen__signal", sizeof(collgen__signal), _Alignof(collgen__signal),
+              signal_fields, sizeof signal_fields / sizeof signal_fields[0]);
+  lua_setfield(L, -2, "signal");
+  lua_setfield(L, -2, "abi");
 }
 
 void collgen__lua_push_catalog(lua_State *L, collgen__sha256_ctx *hash) {
@@ -75,4 +167,5 @@ void collgen__lua_push_catalog(lua_State *L, collgen__sha256_ctx *hash) {
   push_ops(L, hash);
   push_archs(L, hash);
   push_limits(L, hash);
+  push_abi(L, hash);
 }

@@ -11,6 +11,7 @@
 */
 #include <lauxlib.h>
 #include <lua.h>
+#include <limits.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -397,6 +398,105 @@ int collgen__lua_render(collgen__lua *h, const collgen_shape_t *shape,
   }
   memcpy(*source, text, len + 1);
   lua_pop(L, 1);
+  return COLLGEN_OK;
+}
+
+/* Pushes a shape class as the planner reads it (planner.variants). */
+static void push_class(lua_State *L, const collgen_shape_class_t *c) {
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, collgen__op_name(c->op));
+  lua_setfield(L, -2, "op");
+  lua_pushstring(L, collgen__dtype_name(c->dtype));
+  lua_setfield(L, -2, "dtype");
+  lua_pushinteger(L, c->ngpus);
+  lua_setfield(L, -2, "ngpus");
+  lua_pushstring(L, c->arch[0] ? c->arch : "sm_90");
+  lua_setfield(L, -2, "arch");
+  if (c->group_sizes) {
+    lua_createtable(L, c->group_size_count, 0);
+    for (int i = 0; i < c->group_size_count; ++i) {
+      lua_pushinteger(L, c->group_sizes[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "group_sizes");
+  }
+  lua_createtable(L, c->cols ? c->cols_count : 0, 0);
+  for (int i = 0; c->cols && i < c->cols_count; ++i) {
+    lua_pushinteger(L, c->cols[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "cols");
+}
+
+/* Reads boolean field k of the table at stack top. */
+static int bool_field(lua_State *L, const char *k) {
+  lua_getfield(L, -1, k);
+  int v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Fills *s from the variant at stack top ({shape, spec, canonical}): the
+** class fields from `c`, the call fields from variant.shape. */
+static int read_variant(lua_State *L, const collgen_shape_class_t *c, collgen_shape_t *s,
+                        char *err, size_t n) {
+  collgen_shape_init(s, c->op);
+  s->dtype = c->dtype;
+  s->ngpus = c->ngpus;
+  snprintf(s->arch, sizeof s->arch, "%s", c->arch[0] ? c->arch : "sm_90");
+  if (lua_getfield(L, -1, "shape") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return collgen__fail(err, n, -1, "planner: a variant has no shape");
+  }
+  int bad = int_field_i(L, "group_size", 1, COLLGEN_MAX_DEVICES, &s->group_size, err, n) ||
+            int_field_i(L, "tensor_rank", 1, 8, &s->tensor_rank, err, n) ||
+            int_field_i(L, "max_blocks", 0, COLLGEN_MAX_BLOCKS, &s->max_blocks, err, n) ||
+            int_field(L, "elems", 0, INT64_MAX, &s->elems, err, n) ||
+            int_field(L, "rows", 0, INT64_MAX, &s->rows, err, n) ||
+            int_field(L, "cols", 0, INT64_MAX, &s->cols, err, n);
+  s->aligned16 = bool_field(L, "aligned16");
+  s->inplace = bool_field(L, "inplace");
+  lua_pop(L, 1);
+  return bad ? -1 : 0;
+}
+
+int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
+                          collgen_shape_t **shapes, int *count, char *err, size_t n) {
+  lua_State *L = h->L;
+  *shapes = NULL;
+  *count = 0;
+  if (!collgen__op_find(cls->op))
+    return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown op %d", (int)cls->op);
+  if (!collgen__dtype_find(cls->dtype))
+    return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown dtype %d", (int)cls->dtype);
+  if (cls->group_size_count < 0 || cls->cols_count < 0)
+    return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "negative list length");
+  push_main_fn(h, "variants");
+  push_class(L, cls);
+  if (protected_call(h, 1, 1, err, n) != 0) return COLLGEN_ERR_INVALID_ARG;
+  int rc = COLLGEN_OK;
+  lua_Integer len = lua_type(L, -1) == LUA_TTABLE ? luaL_len(L, -1) : -1;
+  if (len < 0 || len > INT_MAX / (lua_Integer)sizeof **shapes)
+    rc = collgen__fail(err, n, COLLGEN_ERR_TEMPLATE, "planner: variants is not a list");
+  collgen_shape_t *out = len > 0 && rc == COLLGEN_OK ? calloc((size_t)len, sizeof *out) : NULL;
+  if (len > 0 && rc == COLLGEN_OK && !out)
+    rc = collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  for (lua_Integer i = 1; rc == COLLGEN_OK && i <= len; ++i) {
+    lua_rawgeti(L, -1, i);
+    if (!lua_istable(L, -1))
+      rc = collgen__fail(err, n, COLLGEN_ERR_TEMPLATE, "planner: variant %d is not a table",
+                         (int)i);
+    else if (read_variant(L, cls, &out[i - 1], err, n) != 0)
+      rc = COLLGEN_ERR_TEMPLATE;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (rc != COLLGEN_OK) {
+    free(out);
+    return rc;
+  }
+  *shapes = out;
+  *count = (int)len;
   return COLLGEN_OK;
 }
 

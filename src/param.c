@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "parse_int.h"
 
 static pthread_once_t params_once = PTHREAD_ONCE_INIT;
 static const char *template_dir;
@@ -21,14 +22,16 @@ static int cache_disable;
 static int64_t cache_max_bytes;
 static int timeout_ms;
 
-static int64_t env_int(const char *name, int64_t dflt) {
+/* The value of an integer variable when it is set and in [lo, hi]; the
+** default otherwise (a malformed or out-of-range value is ignored with a
+** warning, never truncated or wrapped). */
+static int64_t env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
-  char *end;
-  long long x = strtoll(v, &end, 10);
-  if (*end || x < 0) {
-    fprintf(stderr, "collgen: ignoring %s=%s (not a non-negative integer)\n",
-            name, v);
+  int64_t x = 0;
+  if (collgen__parse_int(v, lo, hi, &x) != 0) {
+    collgen__log(COLLGEN_LOG_WARN, "ignoring %s=%s (not an integer in %lld..%lld)", name, v,
+                 (long long)lo, (long long)hi);
     return dflt;
   }
   return x;
@@ -37,10 +40,10 @@ static int64_t env_int(const char *name, int64_t dflt) {
 static void read_params(void) {
   const char *t = getenv("COLLGEN_TEMPLATE_DIR");
   template_dir = (t && *t) ? t : NULL;
-  dump_source = (int)env_int("COLLGEN_DUMP_SOURCE", 0);
-  cache_disable = (int)env_int("COLLGEN_CACHE_DISABLE", 0);
-  cache_max_bytes = env_int("COLLGEN_CACHE_MAX_BYTES", (int64_t)1 << 30);
-  timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 3000);
+  dump_source = (int)env_int("COLLGEN_DUMP_SOURCE", 0, 1, 0);
+  cache_disable = (int)env_int("COLLGEN_CACHE_DISABLE", 0, 1, 0);
+  cache_max_bytes = env_int("COLLGEN_CACHE_MAX_BYTES", 0, (int64_t)1 << 50, (int64_t)1 << 30);
+  timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 1, COLLGEN_MAX_TIMEOUT_MS, 3000);
 }
 
 const char *collgen__param_template_dir(void) {

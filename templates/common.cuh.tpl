@@ -3,24 +3,42 @@
 // 16-byte vector helpers. No CUDA headers are included: conversions use PTX
 // cvt instructions, so NVRTC needs no include path.
 
-// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
-// the same struct; the conformance test checks the sizes agree.
+// The device interface: limits, kernel parameters (here) and the signal
+// buffer (signal.cuh.tpl), rendered from their one description in
+// src/device_abi.h (catalog.abi). The host builds the same structs from it;
+// the static_asserts below each struct fail compilation if any field's
+// offset or size differs from the host's.
+% local width = 0
+% for _, c in ipairs(abi.limits) do width = math.max(width, #c.name + #tostring(c.value) + 1) end
+% for _, c in ipairs(abi.limits) do
+#define ${string.format("%-" .. width .. "s", c.name .. " " .. c.value)}  // ${c.comment}
+% end
+
+// offsetof as a constant expression: NVRTC has neither <cstddef> nor
+// __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
+#ifdef __CUDACC_RTC__
+#define COLLGEN_OFFSETOF(S, f) __INTADDR__(&((S *)0)->f)
+#else
+#define COLLGEN_OFFSETOF(S, f) __builtin_offsetof(S, f)
+#endif
+#define COLLGEN_ABI_CHECK(S, f, offset, size)                            \
+  static_assert(COLLGEN_OFFSETOF(S, f) == offset && sizeof(S::f) == size, \
+                #S "." #f ": offset or size differs from the host's (src/device_abi.h)")
+
+// Launch parameters, passed by value (host: ${abi.kparams.host}).
 struct collgen_kparams {
-  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
-  void *out[8];                 // allreduce: every rank's output
-  void *signal[8];              // per-rank signal buffers
-  void *normed;                 // allgather_rmsnorm: this rank's normed output
-  void *residual;               // allgather_rmsnorm: this rank's gathered rows
-  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
-  unsigned int *error;          // this rank's error record (host-mapped)
-  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
-  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
-  unsigned long long timeout_ns;   // bound on every barrier wait
-  float eps;                    // rmsnorm epsilon
-  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
-  unsigned int rank;            // this rank's index in its group
-  unsigned int group_base;      // communicator index of the group's rank 0
+% width = 0
+% for _, f in ipairs(abi.kparams.fields) do width = math.max(width, #f.decl + 1) end
+% for _, f in ipairs(abi.kparams.fields) do
+  ${string.format("%-" .. width .. "s", f.decl .. ";")}  // ${f.comment}
+% end
 };
+% for _, f in ipairs(abi.kparams.fields) do
+COLLGEN_ABI_CHECK(collgen_kparams, ${f.name}, ${f.offset}, ${f.size});
+% end
+static_assert(sizeof(collgen_kparams) == ${abi.kparams.size} &&
+                  alignof(collgen_kparams) == ${abi.kparams.align},
+              "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
 
 typedef ${ctype} elem_t;
 #define VEC ${VEC}              // elements per vector access

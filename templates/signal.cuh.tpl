@@ -19,19 +19,22 @@
 // {1, rank, peer, block} in the rank's host-mapped error record and the
 // kernel returns without touching outputs further.
 
-#define COLLGEN_MAX_BLOCKS ${MAX_BLOCKS}
-#define COLLGEN_LL_LINES ${LL_LINES}   // 16-byte lines per (bank, sender)
-
+// One rank's signal buffer (host: ${abi.signal.host}, rendered from
+// src/device_abi.h like collgen_kparams in common.cuh.tpl). The LL fields
+// serve the LL kernels, see allreduce.cu.tpl.
 struct collgen_signal {
-  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
-  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
-  // Low-latency (LL) path, see the LL kernel in allreduce.cu.tpl:
-  unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
-  unsigned int ll_done;      // blocks of the running LL call that finished
-  unsigned int ll_pad[7];
-  unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][8];  // [epoch % 2][block][sender]
-  uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
+% local width = 0
+% for _, f in ipairs(abi.signal.fields) do width = math.max(width, #f.decl + 1) end
+% for _, f in ipairs(abi.signal.fields) do
+  ${string.format("%-" .. width .. "s", f.decl .. ";")}  // ${f.comment}
+% end
 };
+% for _, f in ipairs(abi.signal.fields) do
+COLLGEN_ABI_CHECK(collgen_signal, ${f.name}, ${f.offset}, ${f.size});
+% end
+static_assert(sizeof(collgen_signal) == ${abi.signal.size} &&
+                  alignof(collgen_signal) == ${abi.signal.align},
+              "collgen_signal: size or alignment differs from the host's (src/device_abi.h)");
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;

@@ -56,6 +56,26 @@ Test(cli, help_and_usage_errors) {
   free(out);
 }
 
+/* Integer flags are range-checked, never truncated or wrapped: 4294967298
+** once became a 2-GPU kernel and 2^62 elements an LL plan with grid 1. */
+Test(cli, integer_flags_are_range_checked) {
+  static const char *const bad[] = {
+      "--ngpus 4294967298", "--ngpus 0", "--ngpus 9", "--ngpus 2x", "--ngpus ''",
+      "--elems 4611686018427387904", "--elems 99999999999999999999", "--elems -1",
+      "--rows 1099511627777", "--cols 0", "--max-blocks 257", "--rank 9", "--group-size -1",
+      "--ngpus ' 2'", "--elems 0x10"};
+  char *out = NULL;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    char args[128];
+    snprintf(args, sizeof args, "gen allreduce_sum %s", bad[i]);
+    cr_expect_eq(cg(args, &out), 2, "`collgen %s` exit status; printed: %s", args, out);
+    cr_expect(strstr(out, "needs an integer in"), "`collgen %s` printed: %s", args, out);
+    free(out);
+  }
+  cr_expect_eq(cg("gen allreduce_sum --elems 1099511627776 --ngpus 8", &out), 0, "%s", out);
+  free(out);
+}
+
 static void expect_golden(const char *args, const char *golden) {
   char *out = NULL, path[4200];
   snprintf(path, sizeof path, "%s/tests/golden/%s", COLLGEN_SOURCE_DIR, golden);

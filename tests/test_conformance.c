@@ -1,11 +1,12 @@
 /*
-** test_conformance.c -- template conformance over the spec matrix: both ops
-** x 3 dtypes x ngpus 2..8 x every group size x (allreduce: LL, one-shot,
-** two-shot, in-place, unaligned) or (allgather_rmsnorm: many cols), for sm_90 and
-** sm_80. For every distinct kernel: the source is byte-identical from two
-** fresh Lua states, NVRTC compiles it without warnings, the cubin exports
-** the kernel symbol with the parameter block the runtime builds
-** (sizeof(collgen__kparams), one parameter), and ptxas reports no spills.
+** test_conformance.c -- template conformance over the planner's own variant
+** space: for both ops x 3 dtypes x sm_90 and sm_80 x ngpus 2..8, every
+** kernel collgen_plan_variants lists (every group size, any size, aligned
+** or not, in place or not; RMSNorm for the cols below). For every distinct
+** kernel: the source is byte-identical from two fresh Lua states, NVRTC
+** compiles it without warnings, the cubin exports the kernel symbol with
+** the parameter block the runtime builds (sizeof(collgen__kparams), one
+** parameter), and ptxas reports no spills.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -15,11 +16,16 @@
 
 #include "collgen.h"
 #include "cubin_info.h"
-#include "kparams.h"
+#include "device_abi.h"
 
 #define MAX_SEEN 1024
 
-static const int64_t COLS[] = {1, 7, 100, 1000, 2048, 4096, 4095, 5120, 8192, 16384, 40000};
+/* One cols per RMSNorm kernel family: one lane (1), a partial block of
+** scalars (100), one full item per thread (4096), a partial last item and
+** odd item counts (5120), 16 values per thread (8192), the wide LL rows
+** and 32 scalars per thread (16384), the looped kernel (40000). Other cols
+** (7, 1000, 2048, 4095, ...) only change constants within these families. */
+static const int64_t COLS[] = {1, 100, 4096, 5120, 8192, 16384, 40000};
 
 typedef struct {
   collgen_generator_t *a, *b;
@@ -71,32 +77,21 @@ static void run_matrix(collgen_op_t op, collgen_dtype_t dtype, const char *arch)
   cr_assert_eq(collgen_generator_create(&c->a, NULL), COLLGEN_OK, "%s", collgen_last_error());
   cr_assert_eq(collgen_generator_create(&c->b, NULL), COLLGEN_OK, "%s", collgen_last_error());
   for (int ngpus = 2; ngpus <= 8; ++ngpus) {
-    for (int g = 1; g <= ngpus; ++g) {
-      if (ngpus % g) continue;
-      collgen_shape_t s;
-      collgen_shape_init(&s, op);
-      s.dtype = dtype;
-      s.ngpus = ngpus;
-      s.group_size = g;
-      snprintf(s.arch, sizeof s.arch, "%s", arch);
-      if (op == COLLGEN_OP_ALLREDUCE_SUM) {
-        for (int aligned = 0; aligned < 2; ++aligned)
-          for (int variant = 0; variant < 4; ++variant) {
-            s.aligned16 = aligned;
-            s.elems = variant % 2 ? (int64_t)1 << 26 : 1001;
-            s.inplace = variant >= 2;
-            check_spec(c, &s);
-          }
-      } else if (g >= 2) {
-        for (size_t k = 0; k < sizeof COLS / sizeof COLS[0]; ++k) {
-          s.cols = COLS[k];
-          s.rows = 4; /* LL when the row is 16-byte vectors */
-          check_spec(c, &s);
-          s.rows = 4096; /* barrier kernels */
-          check_spec(c, &s);
-        }
-      }
-    }
+    collgen_shape_class_t cls;
+    memset(&cls, 0, sizeof cls);
+    cls.op = op;
+    cls.dtype = dtype;
+    cls.ngpus = ngpus;
+    cls.cols = COLS;
+    cls.cols_count = (int)(sizeof COLS / sizeof COLS[0]);
+    snprintf(cls.arch, sizeof cls.arch, "%s", arch);
+    collgen_shape_t *shapes = NULL;
+    int count = 0;
+    cr_assert_eq(collgen_plan_variants(c->a, &cls, &shapes, &count), COLLGEN_OK, "%s",
+                 collgen_generator_last_error(c->a));
+    cr_assert_gt(count, 0);
+    for (int i = 0; i < count; ++i) check_spec(c, &shapes[i]);
+    free(shapes);
   }
   cr_log_info("%s %d %s: %d distinct kernels checked", op ? "allgather_rmsnorm" : "allreduce_sum",
               (int)dtype, arch, c->checked);

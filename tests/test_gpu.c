@@ -23,6 +23,7 @@
 
 #include "collgen.h"
 #include "devbuf.h"
+#include "dtype_convert.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -269,7 +270,7 @@ static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const 
     cr_assert_eq(rc, COLLGEN_OK, "%s", collgen_comm_last_error(c));
   }
   cr_assert_eq(collgen__dev_sync_all(c, streams), COLLGEN_OK, "%s", c->err);
-  float off = collgen__ref_round(dt, offset);
+  float off = collgen__dtype_round(dt, offset);
   void *firsts[8] = {0}; /* normed of each group's first rank */
   for (int base = 0; base < ndev; base += g) {
     int64_t t = total[base / g];

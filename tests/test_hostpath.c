@@ -283,3 +283,89 @@ Test(hostpath, missing_p2p_is_refused_per_call) {
   }
   collgen_comm_destroy(c);
 }
+
+/* Shapes whose element count overflows int64 (or passes COLLGEN_MAX_ELEMS)
+** are refused, not wrapped to a small or zero count. */
+Test(hostpath, oversized_shapes_are_refused) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, wraps[3] = {1 << 22, 1 << 21, 1 << 21};
+  int64_t over[1] = {COLLGEN_MAX_ELEMS + 1}, rows[2] = {(int64_t)1 << 39, 4096};
+  const int64_t *h2[2] = {huge, huge}, *w3[2] = {wraps, wraps}, *o1[2] = {over, over};
+  const int64_t *r2[2] = {rows, rows};
+  void *buf[2] = {poisoned(4096), poisoned(4096)}, *buf2[2] = {poisoned(4096), poisoned(4096)};
+  void *buf3[2] = {poisoned(4096), poisoned(4096)}, *buf4[2] = {poisoned(4096), poisoned(4096)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  const void *const *in = (const void *const *)buf;
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 2, h2, in, buf2, 0, streams),
+               COLLGEN_ERR_INVALID_ARG, "[2^40, 2^40] wraps to 0 elements in int64");
+  cr_expect(strstr(collgen_comm_last_error(c), "COLLGEN_MAX_ELEMS"), "%s", collgen_comm_last_error(c));
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 3, w3, in, buf2, 0, streams),
+               COLLGEN_ERR_INVALID_ARG, "2^64 elements wrap to 0");
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, o1, in, buf2, 0, streams),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, r2, in, buf2, buf3,
+                                         (const void *const *)buf4, 1e-6f, 0.0f, 0, streams),
+               COLLGEN_ERR_INVALID_ARG, "2^40 gathered rows x 4096 cols");
+  cr_expect_eq(stats->launches + stats->copies + stats->module_loads, 0);
+  for (int r = 0; r < 2; ++r) {
+    cr_expect(all_poison(buf2[r], 4096) && all_poison(buf3[r], 4096));
+    free(buf[r]);
+    free(buf2[r]);
+    free(buf3[r]);
+    free(buf4[r]);
+  }
+  collgen_comm_destroy(c);
+}
+
+/* Every pair of a rank's buffers where one is written must not overlap:
+** input against both outputs, normed against residual, gamma against the
+** outputs. (A partial overlap of input and residual raced across ranks.) */
+Test(hostpath, rmsnorm_overlapping_buffers_are_refused) {
+  collgen_comm_t *c = make_comm(2);
+  int64_t shard[2] = {4, 1024}; /* 4 rows each, 8 gathered, bf16: 8 KiB shard, 16 KiB gathered */
+  const int64_t *shapes[2] = {shard, shard};
+  char *in[2], *normed[2], *resid[2], *gamma[2], *arena[2];
+  for (int r = 0; r < 2; ++r) {
+    arena[r] = poisoned(1 << 16);
+    in[r] = poisoned(8192);
+    normed[r] = poisoned(16384);
+    resid[r] = poisoned(16384);
+    gamma[r] = poisoned(2048);
+  }
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  struct {
+    const char *what;
+    const void *in0, *normed0, *resid0, *gamma0;
+  } cases[] = {
+      {"input inside residual", arena[0] + 4096, normed[0], arena[0], gamma[0]},
+      {"input overlaps normed", in[0], in[0] + 2048, resid[0], gamma[0]},
+      {"normed is residual", in[0], resid[0], resid[0], gamma[0]},
+      {"normed overlaps residual", in[0], arena[0], arena[0] + 8192, gamma[0]},
+      {"gamma inside normed", in[0], normed[0], resid[0], normed[0] + 4096},
+      {"gamma inside residual", in[0], normed[0], resid[0], resid[0]},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const void *ins[2] = {cases[i].in0, in[1]}, *gammas[2] = {cases[i].gamma0, gamma[1]};
+    void *norms[2] = {(void *)cases[i].normed0, normed[1]}, *resids[2] = {(void *)cases[i].resid0, resid[1]};
+    int rc = collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shapes, ins, norms, resids, gammas,
+                                       1e-6f, 0.0f, 0, streams);
+    cr_expect_eq(rc, COLLGEN_ERR_INVALID_ARG, "%s: got %s", cases[i].what, collgen_status_name(rc));
+    cr_expect(strstr(collgen_comm_last_error(c), "rank 0"), "%s: %s", cases[i].what,
+              collgen_comm_last_error(c));
+  }
+  cr_expect_eq(stats->launches + stats->copies + stats->module_loads, 0);
+  for (int r = 0; r < 2; ++r) {
+    cr_expect(all_poison(arena[r], 1 << 16) && all_poison(normed[r], 16384) &&
+              all_poison(resid[r], 16384));
+    free(arena[r]);
+    free(in[r]);
+    free(normed[r]);
+    free(resid[r]);
+    free(gamma[r]);
+  }
+  collgen_comm_destroy(c);
+}

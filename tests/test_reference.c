@@ -1,51 +1,53 @@
 /*
-** test_reference.c -- the CPU reference against hand-computed cases: 16-bit
-** float rounding (ties, subnormals, overflow, NaN) and both ops' math.
+** test_reference.c -- hand-computed cases for the library's 16-bit float
+** rounding (dtype_convert.h: ties, subnormals, overflow, NaN) and for the
+** test support's CPU reference of both ops' math.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
+#include "dtype_convert.h"
 #include "reference.h"
 
 Test(reference, bf16_rounding) {
-  cr_expect_eq(collgen__ref_f32_to_bf16(1.0f), 0x3f80);
-  cr_expect_eq(collgen__ref_f32_to_bf16(-2.0f), 0xc000);
-  cr_expect_eq(collgen__ref_f32_to_bf16(1.00390625f), 0x3f80, "tie rounds to even (down)");
-  cr_expect_eq(collgen__ref_f32_to_bf16(1.01171875f), 0x3f82, "tie rounds to even (up)");
-  cr_expect_eq(collgen__ref_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81, "above tie rounds up");
-  cr_expect_eq(collgen__ref_f32_to_bf16(3.4e38f), 0x7f80, "overflow rounds to inf");
-  cr_expect_eq(collgen__ref_f32_to_bf16(INFINITY), 0x7f80);
-  uint16_t nan = collgen__ref_f32_to_bf16(NAN);
+  cr_expect_eq(collgen__f32_to_bf16(1.0f), 0x3f80);
+  cr_expect_eq(collgen__f32_to_bf16(-2.0f), 0xc000);
+  cr_expect_eq(collgen__f32_to_bf16(1.00390625f), 0x3f80, "tie rounds to even (down)");
+  cr_expect_eq(collgen__f32_to_bf16(1.01171875f), 0x3f82, "tie rounds to even (up)");
+  cr_expect_eq(collgen__f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81, "above tie rounds up");
+  cr_expect_eq(collgen__f32_to_bf16(3.4e38f), 0x7f80, "overflow rounds to inf");
+  cr_expect_eq(collgen__f32_to_bf16(INFINITY), 0x7f80);
+  uint16_t nan = collgen__f32_to_bf16(NAN);
   cr_expect((nan & 0x7f80) == 0x7f80 && (nan & 0x7f) != 0, "NaN stays NaN: %#x", nan);
-  cr_expect_eq(collgen__ref_bf16_to_f32(0x3f81), 1.0078125f);
+  cr_expect_eq(collgen__bf16_to_f32(0x3f81), 1.0078125f);
 }
 
 Test(reference, f16_rounding) {
-  cr_expect_eq(collgen__ref_f32_to_f16(1.0f), 0x3c00);
-  cr_expect_eq(collgen__ref_f32_to_f16(-0.0f), 0x8000);
-  cr_expect_eq(collgen__ref_f32_to_f16(0.1f), 0x2e66);
-  cr_expect_eq(collgen__ref_f32_to_f16(65504.0f), 0x7bff);
-  cr_expect_eq(collgen__ref_f32_to_f16(65519.0f), 0x7bff);
-  cr_expect_eq(collgen__ref_f32_to_f16(65520.0f), 0x7c00, "rounds to inf");
-  cr_expect_eq(collgen__ref_f32_to_f16(1.0f + 0x1p-11f), 0x3c00, "tie to even (down)");
-  cr_expect_eq(collgen__ref_f32_to_f16(1.0f + 0x3p-11f), 0x3c02, "tie to even (up)");
-  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-14f), 0x0400, "smallest normal");
-  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-24f), 0x0001, "smallest subnormal");
-  cr_expect_eq(collgen__ref_f32_to_f16(0x1p-25f), 0x0000, "half of it ties to zero");
-  cr_expect_eq(collgen__ref_f32_to_f16(0x3p-25f), 0x0002, "1.5 units ties to 2");
-  cr_expect_eq(collgen__ref_f32_to_f16(0x1.8p-24f * 1.01f), 0x0002);
-  cr_expect_eq(collgen__ref_f16_to_f32(0x0001), 0x1p-24f);
-  cr_expect_eq(collgen__ref_f16_to_f32(0x3555), 0.333251953125f);
-  cr_expect_eq(collgen__ref_f16_to_f32(0xfc00), -INFINITY);
-  cr_expect(isnan(collgen__ref_f16_to_f32(0x7e00)));
+  cr_expect_eq(collgen__f32_to_f16(1.0f), 0x3c00);
+  cr_expect_eq(collgen__f32_to_f16(-0.0f), 0x8000);
+  cr_expect_eq(collgen__f32_to_f16(0.1f), 0x2e66);
+  cr_expect_eq(collgen__f32_to_f16(65504.0f), 0x7bff);
+  cr_expect_eq(collgen__f32_to_f16(65519.0f), 0x7bff);
+  cr_expect_eq(collgen__f32_to_f16(65520.0f), 0x7c00, "rounds to inf");
+  cr_expect_eq(collgen__f32_to_f16(1.0f + 0x1p-11f), 0x3c00, "tie to even (down)");
+  cr_expect_eq(collgen__f32_to_f16(1.0f + 0x3p-11f), 0x3c02, "tie to even (up)");
+  cr_expect_eq(collgen__f32_to_f16(0x1p-14f), 0x0400, "smallest normal");
+  cr_expect_eq(collgen__f32_to_f16(0x1p-24f), 0x0001, "smallest subnormal");
+  cr_expect_eq(collgen__f32_to_f16(0x1p-25f), 0x0000, "half of it ties to zero");
+  cr_expect_eq(collgen__f32_to_f16(0x3p-25f), 0x0002, "1.5 units ties to 2");
+  cr_expect_eq(collgen__f32_to_f16(0x1.8p-24f * 1.01f), 0x0002);
+  cr_expect_eq(collgen__f16_to_f32(0x0001), 0x1p-24f);
+  cr_expect_eq(collgen__f16_to_f32(0x3555), 0.333251953125f);
+  cr_expect_eq(collgen__f16_to_f32(0xfc00), -INFINITY);
+  cr_expect(isnan(collgen__f16_to_f32(0x7e00)));
 }
 
 Test(reference, f16_round_trip_all_values) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaNs */
-    cr_assert_eq(collgen__ref_f32_to_f16(collgen__ref_f16_to_f32((uint16_t)h)), h, "h=%#x", h);
+    cr_assert_eq(collgen__f32_to_f16(collgen__f16_to_f32((uint16_t)h)), h, "h=%#x", h);
   }
 }
 
@@ -54,7 +56,7 @@ Test(reference, allreduce_sums_in_rank_order_and_rounds_once) {
   ** Rounding after each add would give 1 + 0 + 0 = 1 instead. */
   uint16_t a[1] = {0x3f80}, b[1] = {0x3b80}, c[1] = {0x3b80}, out[1] = {0};
   const void *in[3] = {a, b, c};
-  cr_expect_eq(collgen__ref_bf16_to_f32(0x3b80), 0x1p-8f);
+  cr_expect_eq(collgen__bf16_to_f32(0x3b80), 0x1p-8f);
   collgen__ref_allreduce(COLLGEN_DTYPE_BF16, 1, 3, in, out);
   cr_expect_eq(out[0], 0x3f81, "got %#x", out[0]);
   /* f32: order matters: (1e8 + 1) - 1e8 = 0 in f32 */
@@ -116,7 +118,7 @@ Test(reference, random_fill_is_bounded_rounded_and_seeded) {
   cr_expect(memcmp(a, b, sizeof a) != 0, "another state, other values");
   int negative = 0, zero = 0;
   for (int i = 0; i < 4096; ++i) {
-    float v = collgen__ref_bf16_to_f32(a[i]);
+    float v = collgen__bf16_to_f32(a[i]);
     cr_assert(v >= -1.0f && v <= 1.0f, "value %g out of range", v);
     negative += v < 0;
     zero += v == 0.0f;

@@ -3,13 +3,18 @@
 */
 #ifndef COLLGEN_CLI_H
 #define COLLGEN_CLI_H
+#include <stdio.h>
+
 #include "collgen.h"
 
 /* Parses spec flags (--dtype, --ngpus, ...) from argv[i]; returns the
 ** number of argv entries consumed (0 = not a spec flag, -1 = bad value). */
 int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape);
-/* Help text of the spec flags. */
-extern const char cli_spec_help[];
+/* Prints the help text of the spec flags to `out`. */
+void cli_print_spec_help(FILE *out);
+/* Writes the catalog's op (or dtype) names joined by `sep` into buf. */
+void cli_op_names(char *buf, size_t n, const char *sep);
+void cli_dtype_names(char *buf, size_t n, const char *sep);
 /* Prints "collgen CMD: msg" to stderr; returns 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

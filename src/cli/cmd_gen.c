@@ -21,19 +21,24 @@ static int parse(const char *cmd, const char *extra_help, int argc, char **argv,
                  spec_args *a) {
   a->cache_dir = NULL;
   a->line_directives = 1;
+  char ops[256];
+  cli_op_names(ops, sizeof ops, " | ");
   if (argc < 2 || cli_is_help(argv[1])) {
     FILE *out = argc < 2 ? stderr : stdout;
-    fprintf(out, "usage: collgen %s OP [spec flags]\n  OP: allreduce_sum | allgather_rmsnorm\n\n%s%s",
-            cmd, cli_spec_help, extra_help);
+    fprintf(out, "usage: collgen %s OP [spec flags]\n  OP: %s\n\n", cmd, ops);
+    cli_print_spec_help(out);
+    fputs(extra_help, out);
     return argc < 2 ? 2 : 1;
   }
   collgen_op_t op;
   if (collgen__parse_op(argv[1], &op) != 0)
-    return cli_usage_error(cmd, "unknown op '%s' (allreduce_sum, allgather_rmsnorm)", argv[1]);
+    return cli_usage_error(cmd, "unknown op '%s' (%s)", argv[1], ops);
   collgen_shape_init(&a->shape, op);
   for (int i = 2; i < argc;) {
     if (cli_is_help(argv[i])) {
-      printf("usage: collgen %s OP [spec flags]\n\n%s%s", cmd, cli_spec_help, extra_help);
+      printf("usage: collgen %s OP [spec flags]\n  OP: %s\n\n", cmd, ops);
+      cli_print_spec_help(stdout);
+      fputs(extra_help, stdout);
       return 1;
     }
     int used = cli_parse_spec_flag(argc, argv, i, &a->shape);

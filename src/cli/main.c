@@ -1,7 +1,9 @@
 /*
 ** main.c -- the `collgen` command: dispatches to its subcommands.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -21,6 +23,9 @@ static const char usage[] =
     "each command's options. Environment: see docs/environment.md.\n";
 
 int main(int argc, char **argv) {
+  /* The library prints nothing unless asked; the command asks for all of it
+  ** (cache warnings included) unless the user chose a COLLGEN_LOG level. */
+  setenv("COLLGEN_LOG", "info", 0);
   if (argc < 2 || cli_is_help(argv[1])) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

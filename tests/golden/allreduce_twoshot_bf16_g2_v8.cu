@@ -8,24 +8,60 @@
 // 16-byte vector helpers. No CUDA headers are included: conversions use PTX
 // cvt instructions, so NVRTC needs no include path.
 
-// Launch parameters, passed by value. The C side (runtime/kparams.h) builds
-// the same struct; the conformance test checks the sizes agree.
+// The device interface: limits, kernel parameters (here) and the signal
+// buffer (signal.cuh.tpl), rendered from their one description in
+// src/device_abi.h (catalog.abi). The host builds the same structs from it;
+// the static_asserts below each struct fail compilation if any field's
+// offset or size differs from the host's.
+#define COLLGEN_MAX_DEVICES 8   // ranks per communicator: per-rank slots
+#define COLLGEN_MAX_BLOCKS 256  // blocks per launch: per-block signal slots
+#define COLLGEN_LL_LINES 32768  // 16-byte LL lines per (bank, sender)
+
+// offsetof as a constant expression: NVRTC has neither <cstddef> nor
+// __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
+#ifdef __CUDACC_RTC__
+#define COLLGEN_OFFSETOF(S, f) __INTADDR__(&((S *)0)->f)
+#else
+#define COLLGEN_OFFSETOF(S, f) __builtin_offsetof(S, f)
+#endif
+#define COLLGEN_ABI_CHECK(S, f, offset, size)                            \
+  static_assert(COLLGEN_OFFSETOF(S, f) == offset && sizeof(S::f) == size, \
+                #S "." #f ": offset or size differs from the host's (src/device_abi.h)")
+
+// Launch parameters, passed by value (host: collgen__kparams).
 struct collgen_kparams {
-  const void *in[8];            // per-rank inputs / row shards (P2P pointers)
-  void *out[8];                 // allreduce: every rank's output
-  void *signal[8];              // per-rank signal buffers
-  void *normed;                 // allgather_rmsnorm: this rank's normed output
-  void *residual;               // allgather_rmsnorm: this rank's gathered rows
-  const void *gamma;            // allgather_rmsnorm: this rank's gamma[cols]
-  unsigned int *error;          // this rank's error record (host-mapped)
-  unsigned long long count;     // allreduce: elements; rmsnorm: gathered rows
-  unsigned long long row_start[9]; // rmsnorm: first gathered row of each rank
-  unsigned long long timeout_ns;   // bound on every barrier wait
-  float eps;                    // rmsnorm epsilon
-  float weight_offset;          // rmsnorm: added to gamma (1.0 = Gemma style)
-  unsigned int rank;            // this rank's index in its group
-  unsigned int group_base;      // communicator index of the group's rank 0
+  const void *in[COLLGEN_MAX_DEVICES];                    // per-rank inputs / row shards (P2P pointers)
+  void *out[COLLGEN_MAX_DEVICES];                         // allreduce: every rank's output
+  void *signal[COLLGEN_MAX_DEVICES];                      // per-rank signal buffers
+  void *normed;                                           // allgather_rmsnorm: this rank's normed output
+  void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
+  const void *gamma;                                      // allgather_rmsnorm: this rank's gamma[cols]
+  unsigned int *error;                                    // this rank's error record (host-mapped)
+  unsigned long long count;                               // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long row_start[COLLGEN_MAX_DEVICES + 1];  // rmsnorm: first gathered row of each rank
+  unsigned long long timeout_ns;                          // bound on every barrier wait
+  float eps;                                              // rmsnorm epsilon
+  float weight_offset;                                    // rmsnorm: added to gamma (1.0 = Gemma style)
+  unsigned int rank;                                      // this rank's index in its group
+  unsigned int group_base;                                // communicator index of the group's rank 0
 };
+COLLGEN_ABI_CHECK(collgen_kparams, in, 0, 64);
+COLLGEN_ABI_CHECK(collgen_kparams, out, 64, 64);
+COLLGEN_ABI_CHECK(collgen_kparams, signal, 128, 64);
+COLLGEN_ABI_CHECK(collgen_kparams, normed, 192, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, residual, 200, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, gamma, 208, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, error, 216, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, count, 224, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, row_start, 232, 72);
+COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 304, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, eps, 312, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 316, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, rank, 320, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, group_base, 324, 4);
+static_assert(sizeof(collgen_kparams) == 328 &&
+                  alignof(collgen_kparams) == 8,
+              "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
 
 typedef unsigned short elem_t;
 #define VEC 8              // elements per vector access
@@ -91,19 +127,28 @@ __device__ __forceinline__ vec_t pack(const float *f) {
 // {1, rank, peer, block} in the rank's host-mapped error record and the
 // kernel returns without touching outputs further.
 
-#define COLLGEN_MAX_BLOCKS 256
-#define COLLGEN_LL_LINES 32768   // 16-byte lines per (bank, sender)
-
+// One rank's signal buffer (host: collgen__signal, rendered from
+// src/device_abi.h like collgen_kparams in common.cuh.tpl). The LL fields
+// serve the LL kernels, see allreduce.cu.tpl.
 struct collgen_signal {
-  unsigned int counter[COLLGEN_MAX_BLOCKS][8];      // local: barriers passed
-  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][8]; // written by peers
-  // Low-latency (LL) path, see the LL kernel in allreduce.cu.tpl:
-  unsigned int ll_epoch[8];  // per communicator rank: LL calls shared with it
-  unsigned int ll_done;      // blocks of the running LL call that finished
-  unsigned int ll_pad[7];
-  unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][8];  // [epoch % 2][block][sender]
-  uint4 ll_lines[2][8][COLLGEN_LL_LINES];  // [epoch % 2][sender][line]
+  unsigned int counter[COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];       // [block][peer]: barriers passed (local)
+  unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];  // [barrier % 2][block][peer]: written by peers
+  unsigned int ll_epoch[COLLGEN_MAX_DEVICES];                          // LL: calls shared with each peer
+  unsigned int ll_done;                                                // LL: blocks of the running call that finished
+  unsigned int ll_pad[7];                                              // pads the LL header to 64 bytes
+  unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];   // LL: [epoch % 2][block][sender]
+  uint4 ll_lines[2][COLLGEN_MAX_DEVICES][COLLGEN_LL_LINES];            // LL: [epoch % 2][sender][line]
 };
+COLLGEN_ABI_CHECK(collgen_signal, counter, 0, 8192);
+COLLGEN_ABI_CHECK(collgen_signal, peer_flag, 8192, 16384);
+COLLGEN_ABI_CHECK(collgen_signal, ll_epoch, 24576, 32);
+COLLGEN_ABI_CHECK(collgen_signal, ll_done, 24608, 4);
+COLLGEN_ABI_CHECK(collgen_signal, ll_pad, 24612, 28);
+COLLGEN_ABI_CHECK(collgen_signal, ll_token, 24640, 16384);
+COLLGEN_ABI_CHECK(collgen_signal, ll_lines, 41024, 8388608);
+static_assert(sizeof(collgen_signal) == 8429632 &&
+                  alignof(collgen_signal) == 16,
+              "collgen_signal: size or alignment differs from the host's (src/device_abi.h)");
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;

@@ -1,6 +1,7 @@
 /*
-** reference.h -- CPU reference of both ops' math and the 16-bit float
-** conversions, used by the tests, `collgen demo` and collgen-bench.
+** reference.h -- CPU reference of both ops' math, for the tests, `collgen
+** demo` and collgen-bench (test support, not part of libcollgen). Every
+** function aborts with a message on a dtype the catalog does not know.
 */
 #ifndef COLLGEN_REFERENCE_H
 #define COLLGEN_REFERENCE_H
@@ -8,18 +9,10 @@
 
 #include "collgen.h"
 
-/* Round-to-nearest-even conversions (NaN stays NaN, overflow -> inf). */
-uint16_t collgen__ref_f32_to_bf16(float f);
-float collgen__ref_bf16_to_f32(uint16_t h);
-uint16_t collgen__ref_f32_to_f16(float f);
-float collgen__ref_f16_to_f32(uint16_t h);
-
 /* Element i of a buffer of `dtype`, as f32. */
 float collgen__ref_load(collgen_dtype_t dtype, const void *p, int64_t i);
 /* Stores f rounded once to `dtype` at element i. */
 void collgen__ref_store(collgen_dtype_t dtype, void *p, int64_t i, float f);
-/* Rounds f to dtype and back (the value a dtype scalar really holds). */
-float collgen__ref_round(collgen_dtype_t dtype, float f);
 
 /* Fills n elements with uniform values in [-1, 1) rounded to dtype, drawn
 ** from the xorshift64 state *state (must not be 0); the caller owns the state,

@@ -1,6 +1,8 @@
 /*
 ** devbuf.h -- device-buffer helpers for the demo, the GPU tests and the
-** benchmark: allocate on a rank's device, copy, create streams. Internal.
+** benchmark: allocate on a rank's device, copy, create streams. Test
+** support (collgen_support), not part of libcollgen: it reaches into the
+** communicator (comm_internal.h), so it links with collgen_static only.
 */
 #ifndef COLLGEN_DEVBUF_H
 #define COLLGEN_DEVBUF_H

@@ -1,0 +1,107 @@
+/*
+** op_allgather_rmsnorm.c -- fused all-gather + RMSNorm: its public entry
+** point and its runtime descriptor (op_runtime.h). Roles: the rank's row
+** shard (input), the gathered normed and residual outputs, gamma. No two
+** may overlap where one is written.
+*/
+#include <math.h>
+
+#include "dtype_convert.h"
+#include "op_runtime.h"
+#include "shape.h"
+
+enum { ROLE_INPUT, ROLE_NORMED, ROLE_RESIDUAL, ROLE_GAMMA };
+
+static int check_scalars(collgen_comm_t *c, const collgen__call *call) {
+  if (!(call->eps >= 0.0f) || !isfinite(call->eps) || !isfinite(call->weight_offset))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "eps must be finite and >= 0, weight_offset finite");
+  return COLLGEN_OK;
+}
+
+/* Shards may differ in their leading dimension only; rows are the product
+** of all but the last dimension, summed over the group. */
+static int measure_group(collgen_comm_t *c, const collgen__call *call, int base, int size,
+                         collgen__group *g) {
+  const int last = call->tensor_rank - 1;
+  const int64_t *first = call->shapes[base];
+  const int64_t cols = first[last];
+  int64_t total = 0;
+  for (int r = base; r < base + size; ++r) {
+    const int64_t *s = call->shapes[r];
+    int64_t rows = 0, elems = 0;
+    int bad = collgen__shape_product(s, 0, last, &rows);
+    if (!bad) bad = collgen__shape_product(s, 0, last + 1, &elems);
+    if (bad)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "rank %d: shard shape %s", r,
+                           bad == -1 ? "has a negative dimension"
+                                     : "has more than COLLGEN_MAX_ELEMS (2^40) elements");
+    for (int k = 1; k <= last; ++k)
+      if (s[k] != first[k])
+        return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                             "ranks %d and %d share a group but their shards differ "
+                             "in dimension %d (only dimension 0 may differ)", base, r, k);
+    g->rank_rows[r] = rows;
+    total += rows; /* at most 8 x 2^40: no overflow */
+  }
+  if (cols == 0) total = 0;
+  if (total > COLLGEN_MAX_ELEMS || (total > 0 && cols > COLLGEN_MAX_ELEMS / total))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "group of rank %d: the gathered tensor has more than "
+                         "COLLGEN_MAX_ELEMS (2^40) elements", base);
+  g->shape.rows = total;
+  g->shape.cols = cols;
+  g->empty = total == 0;
+  const int64_t esize = collgen__dtype_bytes(call->dtype);
+  for (int r = base; !g->empty && r < base + size; ++r) {
+    g->bytes[ROLE_INPUT][r] = g->rank_rows[r] * cols * esize;
+    g->bytes[ROLE_NORMED][r] = total * cols * esize;
+    g->bytes[ROLE_RESIDUAL][r] = total * cols * esize;
+    g->bytes[ROLE_GAMMA][r] = cols * esize;
+  }
+  return COLLGEN_OK;
+}
+
+static void fill_rank(const collgen__call *call, const collgen__group *g, int base, int size,
+                      int r, collgen__kparams *kp) {
+  unsigned long long start = 0;
+  for (int k = 0; k <= COLLGEN_MAX_DEVICES; ++k) {
+    kp->row_start[k] = start;
+    if (k < size) {
+      kp->in[k] = call->buffers[ROLE_INPUT][base + k];
+      start += (unsigned long long)g->rank_rows[base + k];
+    }
+  }
+  kp->normed = (void *)call->buffers[ROLE_NORMED][r];
+  kp->residual = (void *)call->buffers[ROLE_RESIDUAL][r];
+  kp->gamma = call->buffers[ROLE_GAMMA][r];
+  kp->count = (unsigned long long)g->shape.rows;
+  kp->eps = call->eps;
+  kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset); /* as the dtype holds it */
+}
+
+const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
+    .op = COLLGEN_OP_ALLGATHER_RMSNORM,
+    .nroles = 4,
+    .roles = {{"input", 0}, {"normed output", 1}, {"residual output", 1}, {"gamma", 0}},
+    .same_buffer_ok = {{-1, -1}},
+    .check_scalars = check_scalars,
+    .measure_group = measure_group,
+    .fill_rank = fill_rank,
+};
+
+int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
+                              const int64_t *const *shard_shapes, const void *const *inputs,
+                              void *const *out_normed, void *const *out_residual,
+                              const void *const *gammas, float eps, float weight_offset,
+                              int group_size, const collgen_stream_t *streams) {
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+      .shapes = shard_shapes,
+      .buffers = {inputs, (const void *const *)out_normed, (const void *const *)out_residual,
+                  gammas},
+      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
+      .streams = streams};
+  return collgen__op_run(c, &call);
+}

@@ -1,0 +1,250 @@
+/*
+** op_driver.c -- the one call skeleton every op runs through (see
+** op_runtime.h): validate every group, plan each group and load its kernel
+** on every rank, fill each rank's parameters, launch every rank.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "op_runtime.h"
+
+/* One group's launch: kernel per rank, grid, block and parameters. */
+typedef struct {
+  CUfunction fn[COLLGEN_MAX_DEVICES];
+  int grid, block;
+  collgen__kparams kp[COLLGEN_MAX_DEVICES];
+} launch_set;
+
+static const collgen__op_runtime *const runtimes[] = {
+#define RT_ENTRY(NAME, value, id, tpl, kind, min_rank) [value] = &collgen__rt_##id,
+    COLLGEN_OP_MAP(RT_ENTRY)
+#undef RT_ENTRY
+};
+
+static const collgen__op_runtime *runtime_of(collgen_op_t op) {
+  if ((unsigned)op >= sizeof runtimes / sizeof runtimes[0]) return NULL;
+  return runtimes[op];
+}
+
+/* Checks shared by every op; resolves group_size 0 to the rank count. */
+static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen__call *call) {
+  const collgen__op_desc *op = collgen__op_find(call->op);
+  if (!collgen__dtype_find(call->dtype))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "unknown dtype %d", (int)call->dtype);
+  if (call->tensor_rank < op->min_rank || call->tensor_rank > 8)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "%s needs tensor rank %d..8, got %d", op->name, op->min_rank,
+                         call->tensor_rank);
+  if (!call->shapes || !call->streams)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "shapes and streams must not be NULL");
+  for (int k = 0; k < rt->nroles; ++k)
+    if (!call->buffers[k])
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "the %s array must not be NULL", rt->roles[k].name);
+  for (int r = 0; r < c->ndev; ++r)
+    if (!call->shapes[r])
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "shape of rank %d is NULL", r);
+  if (rt->check_scalars) {
+    int rc = rt->check_scalars(c, call);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  int gs = call->group_size == 0 ? c->ndev : call->group_size;
+  if (gs < 1 || c->ndev % gs != 0)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "group_size %d does not divide the %d ranks", call->group_size,
+                         c->ndev);
+  call->group_size = gs;
+  for (int a = 0; a < c->ndev; ++a)
+    for (int b = 0; b < c->ndev; ++b)
+      if (a / gs == b / gs && !c->p2p[a][b])
+        return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_P2P,
+                             "ranks %d (device %d) and %d (device %d) share a group but "
+                             "have no peer access", a, c->devices[a], b, c->devices[b]);
+  return COLLGEN_OK;
+}
+
+static int same_buffer_ok(const collgen__op_runtime *rt, int a, int b) {
+  for (int i = 0; i < 4 && rt->same_buffer_ok[i][0] >= 0; ++i)
+    if ((rt->same_buffer_ok[i][0] == a && rt->same_buffer_ok[i][1] == b) ||
+        (rt->same_buffer_ok[i][0] == b && rt->same_buffer_ok[i][1] == a))
+      return 1;
+  return 0;
+}
+
+/* Checks rank r's buffers: set where used, aligned to the element, and no
+** two of them overlapping where one is written (except exact in place
+** where the op allows it). Clears g->shape.aligned16 for any pointer that
+** is not 16-byte aligned. */
+static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
+                              const collgen__call *call, collgen__group *g, int r) {
+  const uintptr_t esize = (uintptr_t)collgen__dtype_bytes(call->dtype);
+  for (int k = 0; k < rt->nroles; ++k) {
+    if (g->bytes[k][r] == 0) continue;
+    uintptr_t p = (uintptr_t)call->buffers[k][r];
+    if (!p)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "%s of rank %d is NULL", rt->roles[k].name, r);
+    if (p % esize)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_ALIGNMENT,
+                           "%s of rank %d (%p) is not aligned to its %d-byte elements",
+                           rt->roles[k].name, r, call->buffers[k][r], (int)esize);
+    if (p % 16) g->shape.aligned16 = 0;
+  }
+  for (int a = 0; a < rt->nroles; ++a)
+    for (int b = a + 1; b < rt->nroles; ++b) {
+      if (!rt->roles[a].is_output && !rt->roles[b].is_output) continue;
+      if (g->bytes[a][r] == 0 || g->bytes[b][r] == 0) continue;
+      uintptr_t pa = (uintptr_t)call->buffers[a][r], pb = (uintptr_t)call->buffers[b][r];
+      uintptr_t ea = pa + (uintptr_t)g->bytes[a][r], eb = pb + (uintptr_t)g->bytes[b][r];
+      if (pa == pb && g->bytes[a][r] == g->bytes[b][r] && same_buffer_ok(rt, a, b)) continue;
+      if (pa < eb && pb < ea)
+        return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                             "rank %d: %s [%p, +%lld bytes) %s %s [%p, +%lld bytes)%s", r,
+                             rt->roles[a].name, call->buffers[a][r], (long long)g->bytes[a][r],
+                             pa == pb ? "is the same buffer as" : "partially overlaps",
+                             rt->roles[b].name, call->buffers[b][r], (long long)g->bytes[b][r],
+                             same_buffer_ok(rt, a, b) ? " (only exact in-place is allowed)"
+                                                      : "");
+    }
+  return COLLGEN_OK;
+}
+
+/* The planner's view of a group, before the op adds its sizes. */
+static void common_shape(const collgen_comm_t *c, const collgen__call *call, collgen_shape_t *s) {
+  collgen_shape_init(s, call->op);
+  s->dtype = call->dtype;
+  s->ngpus = c->ndev;
+  s->group_size = call->group_size;
+  s->tensor_rank = call->tensor_rank;
+  s->aligned16 = 1;
+  s->max_blocks = c->max_blocks;
+}
+
+/* Plans group [base, base+size) with its first rank's arch, fetches the
+** cubin and loads it on every rank of the group. */
+static int prepare_group(collgen_comm_t *c, collgen__group *g, int base, int size,
+                         launch_set *ls) {
+  for (int r = base; r < base + size; ++r)
+    if (strcmp(c->arch[r], c->arch[base]) != 0)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                           "ranks %d and %d of one group have different archs (%s, %s)",
+                           base, r, c->arch[base], c->arch[r]);
+  _Static_assert(sizeof g->shape.arch == sizeof c->arch[0], "arch strings differ in size");
+  memcpy(g->shape.arch, c->arch[base], sizeof g->shape.arch);
+  collgen_plan_t spare;
+  const collgen_plan_t *plan = NULL;
+  const struct collgen__entry *entry = NULL;
+  int rc = collgen__resolve_kernel(c->gen, &g->shape, &spare, &plan, &entry);
+  if (rc != COLLGEN_OK) {
+    snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
+    return rc;
+  }
+  for (int r = base; r < base + size; ++r) {
+    rc = collgen__kernel_load(c, r, entry, &ls->fn[r]);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  ls->grid = plan->grid;
+  ls->block = plan->block;
+  return COLLGEN_OK;
+}
+
+/* The parameters every kernel takes, for rank r of group [base, base+size). */
+static void common_params(const collgen_comm_t *c, int base, int size, int r,
+                          collgen__kparams *kp) {
+  memset(kp, 0, sizeof *kp);
+  for (int g = 0; g < size; ++g) kp->signal[g] = (void *)(uintptr_t)c->signal[base + g];
+  kp->error = (unsigned int *)(uintptr_t)(c->errors_dev +
+                                          sizeof(unsigned int) * COLLGEN_ERROR_WORDS * (size_t)r);
+  kp->timeout_ns = (unsigned long long)c->timeout_ms * 1000000ull;
+  kp->rank = (unsigned)(r - base);
+  kp->group_base = (unsigned)base;
+}
+
+static int launch_rank(collgen_comm_t *c, const launch_set *ls, int r, CUstream stream) {
+  int rc = COLLGEN_OK;
+  if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
+  void *args[] = {(void *)&ls->kp[r]};
+  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
+  COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(ls->fn[r], (unsigned)ls->grid, 1, 1,
+                                             (unsigned)ls->block, 1, 1, 0, stream, args, NULL),
+                  rc, c->err, sizeof c->err, out);
+out:
+  return rc;
+}
+
+/* A group of one rank whose op is the identity: a copy-engine transfer on
+** the rank's stream, or nothing when it runs in place. */
+static int copy_rank(collgen_comm_t *c, const collgen__op_runtime *rt, const collgen__call *call,
+                     const collgen__group *g, int r) {
+  int rc = COLLGEN_OK;
+  const void *src = call->buffers[rt->copy_roles[0]][r];
+  void *dst = (void *)call->buffers[rt->copy_roles[1]][r];
+  size_t bytes = (size_t)g->bytes[rt->copy_roles[0]][r];
+  if (bytes == 0 || src == dst) return COLLGEN_OK;
+  if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
+  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
+  COLLGEN_CU_GOTO(collgen__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+                                                (CUdeviceptr)(uintptr_t)src, bytes,
+                                                (CUstream)call->streams[r]),
+                  rc, c->err, sizeof c->err, out);
+out:
+  return rc;
+}
+
+int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  c->err[0] = 0;
+  int rc = collgen__comm_check_errors(c);
+  if (rc != COLLGEN_OK) return rc;
+  const collgen__op_runtime *rt = runtime_of(call->op);
+  if (!rt)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "unknown op %d",
+                         (int)call->op);
+  rc = check_call(c, rt, call);
+  if (rc != COLLGEN_OK) return rc;
+
+  /* 1. Validate every group before anything is loaded or launched. */
+  const int size = call->group_size, ngroups = c->ndev / size;
+  collgen__group groups[COLLGEN_MAX_DEVICES];
+  for (int grp = 0; grp < ngroups; ++grp) {
+    collgen__group *g = &groups[grp];
+    const int base = grp * size;
+    memset(g->bytes, 0, sizeof g->bytes);
+    g->empty = 0;
+    common_shape(c, call, &g->shape);
+    rc = rt->measure_group(c, call, base, size, g);
+    for (int r = base; rc == COLLGEN_OK && !g->empty && r < base + size; ++r)
+      rc = check_rank_buffers(c, rt, call, g, r);
+    if (rc != COLLGEN_OK) return rc;
+    if (!g->empty && rt->finish_group) rt->finish_group(call, base, size, g);
+  }
+  if (size == 1 && rt->copy_alone) {
+    for (int r = 0; rc == COLLGEN_OK && r < c->ndev; ++r) rc = copy_rank(c, rt, call, &groups[r], r);
+    return rc;
+  }
+
+  /* 2. Plan and load every group on every rank, and fill the parameters. */
+  launch_set sets[COLLGEN_MAX_DEVICES];
+  for (int grp = 0; grp < ngroups; ++grp) {
+    if (groups[grp].empty) continue;
+    const int base = grp * size;
+    rc = prepare_group(c, &groups[grp], base, size, &sets[grp]);
+    if (rc != COLLGEN_OK) return rc;
+    for (int r = base; r < base + size; ++r) {
+      common_params(c, base, size, r, &sets[grp].kp[r]);
+      rt->fill_rank(call, &groups[grp], base, size, r, &sets[grp].kp[r]);
+    }
+  }
+
+  /* 3. Launch every rank. */
+  for (int grp = 0; grp < ngroups; ++grp) {
+    if (groups[grp].empty) continue;
+    for (int r = grp * size; rc == COLLGEN_OK && r < (grp + 1) * size; ++r)
+      rc = launch_rank(c, &sets[grp], r, (CUstream)call->streams[r]);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  return COLLGEN_OK;
+}

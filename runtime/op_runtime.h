@@ -1,0 +1,92 @@
+/*
+** op_runtime.h -- one descriptor per op and the one driver that runs any
+** of them: validate every group -> plan each group -> load its kernel on
+** every rank -> fill each rank's parameters -> launch every rank.
+**
+** An op supplies: its buffer roles (which are outputs, which pairs may be
+** the same buffer), measure_group (checks one group's shapes, gives each
+** buffer's extent per rank and the planner's view of the group) and
+** fill_rank (one rank's op-specific kernel parameters). The driver does all
+** the rest once for every op: argument and pointer checks (NULL, element
+** alignment, overlap between every pair of buffers of a rank), the P2P
+** check, planning, loading, common parameters and launches. The steps are
+** per group and per rank so a mode with one rank per process can call them.
+*/
+#ifndef COLLGEN_OP_RUNTIME_H
+#define COLLGEN_OP_RUNTIME_H
+#include "comm_internal.h"
+
+#define COLLGEN_MAX_ROLES 6
+
+/* The arguments of one call, op-neutral. buffers[k][r] is rank r's buffer
+** of role k (the op's roles[k]). */
+typedef struct {
+  collgen_op_t op;
+  collgen_dtype_t dtype;
+  int tensor_rank;
+  const int64_t *const *shapes;        /* per rank, tensor_rank dims each */
+  const void *const *buffers[COLLGEN_MAX_ROLES];
+  float eps, weight_offset;            /* rmsnorm ops */
+  int group_size;                      /* resolved by the driver (0 = all) */
+  const collgen_stream_t *streams;
+} collgen__call;
+
+/* What measure_group learned about one group (ranks base..base+size-1). */
+typedef struct {
+  int64_t bytes[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES]; /* extent per role, rank; 0 = unused */
+  int64_t rank_rows[COLLGEN_MAX_DEVICES]; /* op-defined per-rank sizes (shard rows) */
+  collgen_shape_t shape;  /* the planner's view; elems/rows/cols/inplace set by the op */
+  int empty;              /* nothing to do for this group */
+} collgen__group;
+
+typedef struct {
+  const char *name;       /* "input", "normed output", ... (for messages) */
+  int is_output;
+} collgen__role;
+
+typedef struct {
+  collgen_op_t op;
+  int nroles;
+  collgen__role roles[COLLGEN_MAX_ROLES];
+  /* Role pairs that may be exactly the same buffer (in place); any other
+  ** overlap between a rank's buffers, where one of them is written, is
+  ** refused. Terminated by {-1, -1}. */
+  int same_buffer_ok[4][2];
+  /* Groups of one rank are a copy of role copy_roles[0] into copy_roles[1]
+  ** (no kernel) when copy_alone is set. */
+  int copy_alone;
+  int copy_roles[2];
+  /* Checks the call's scalar arguments (NULL if none). */
+  int (*check_scalars)(collgen_comm_t *c, const collgen__call *call);
+  /* Checks the shapes of the group [base, base+size) and fills g: extents
+  ** of every role per rank, shape fields, empty. g->shape already holds the
+  ** common fields. Must not launch or write anything. */
+  int (*measure_group)(collgen_comm_t *c, const collgen__call *call, int base, int size,
+                       collgen__group *g);
+  /* After the pointers were checked: lets the op derive flags from them
+  ** (e.g. in place) before planning. NULL if none. */
+  void (*finish_group)(const collgen__call *call, int base, int size, collgen__group *g);
+  /* Writes rank r's op-specific parameters; the driver wrote the common
+  ** ones (signal pointers, error record, timeout, rank, group base). */
+  void (*fill_rank)(const collgen__call *call, const collgen__group *g, int base, int size,
+                    int r, collgen__kparams *kp);
+} collgen__op_runtime;
+
+/* The descriptor of every op of COLLGEN_OP_MAP (one file each:
+** runtime/op_<id>.c). */
+#define COLLGEN_RT_DECL(NAME, value, id, tpl, kind, min_rank) \
+  extern const collgen__op_runtime collgen__rt_##id;
+COLLGEN_OP_MAP(COLLGEN_RT_DECL)
+#undef COLLGEN_RT_DECL
+
+/* Runs one call of any op: everything is validated before anything is
+** loaded, and every kernel is loaded on every rank before any launch.
+** Returns COLLGEN_OK or an error with c->err (or the thread-local message
+** when c is NULL) saying why; on error nothing was launched or written. */
+int collgen__op_run(collgen_comm_t *c, collgen__call *call);
+
+/* Finds or loads the kernel of cache entry `entry` in rank r's context. */
+struct collgen__entry;
+int collgen__kernel_load(collgen_comm_t *c, int r, const struct collgen__entry *entry,
+                         CUfunction *fn);
+#endif

@@ -1,0 +1,150 @@
+/*
+** test_catalog.c -- the catalog (ops, dtypes, archs) against everything
+** that must agree with it: the Lua side (planner and templates accept
+** exactly the catalog's entries), the files each op needs, and
+** docs/architecture.md (every file it names exists; every op and dtype is
+** documented).
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "test_util.h"
+
+static char *read_source(const char *rel) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", COLLGEN_SOURCE_DIR, rel);
+  size_t size = 0;
+  return tu_read_file(path, &size);
+}
+
+static int source_exists(const char *rel) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", COLLGEN_SOURCE_DIR, rel);
+  return access(path, R_OK) == 0;
+}
+
+/* Every op and dtype of the catalog plans and renders; values next to them
+** are refused by the planner, not defaulted. */
+Test(catalog, lua_accepts_exactly_the_catalog) {
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
+  for (int o = 0; o < collgen__op_count(); ++o)
+    for (int d = 0; d < collgen__dtype_count(); ++d) {
+      collgen_shape_t s;
+      collgen_shape_init(&s, collgen__op_at(o)->op);
+      s.dtype = collgen__dtype_at(d)->dtype;
+      char *src = NULL;
+      cr_expect_eq(collgen_generate_source(g, &s, 0, &src), COLLGEN_OK, "%s/%s: %s",
+                   collgen__op_at(o)->name, collgen__dtype_at(d)->name,
+                   collgen_generator_last_error(g));
+      cr_expect(src && strstr(src, collgen__dtype_at(d)->ctype), "%s: element type missing",
+                collgen__dtype_at(d)->name);
+      free(src);
+    }
+  collgen_shape_t s;
+  collgen_plan_t plan;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  s.dtype = (collgen_dtype_t)collgen__dtype_count();
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(g), "unknown dtype"), "%s",
+            collgen_generator_last_error(g));
+  collgen_shape_init(&s, (collgen_op_t)collgen__op_count());
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(g), "unknown op"), "%s",
+            collgen_generator_last_error(g));
+  for (int a = 0; a < collgen__arch_count(); ++a) {
+    collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+    snprintf(s.arch, sizeof s.arch, "%s", collgen__arch_at(a)->name);
+    cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_OK, "%s: %s", s.arch,
+                 collgen_generator_last_error(g));
+  }
+  snprintf(s.arch, sizeof s.arch, "sm_75");
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG, "sm_75 is not in the catalog");
+  collgen_generator_destroy(g);
+}
+
+/* Each op has its template and its runtime descriptor file. */
+Test(catalog, every_op_has_its_files) {
+  for (int o = 0; o < collgen__op_count(); ++o) {
+    const collgen__op_desc *op = collgen__op_at(o);
+    char rel[256];
+    snprintf(rel, sizeof rel, "templates/%s", op->template_file);
+    cr_expect(source_exists(rel), "%s: %s missing", op->name, rel);
+    snprintf(rel, sizeof rel, "runtime/op_%s.c", op->name);
+    cr_expect(source_exists(rel), "%s: %s missing", op->name, rel);
+    cr_expect(collgen__op_find(op->op) == op);
+    collgen_op_t parsed;
+    cr_expect(collgen__parse_op(op->name, &parsed) == 0 && parsed == op->op);
+  }
+  for (int d = 0; d < collgen__dtype_count(); ++d) {
+    const collgen__dtype_desc *dt = collgen__dtype_at(d);
+    collgen_dtype_t parsed;
+    cr_expect(collgen__parse_dtype(dt->name, &parsed) == 0 && parsed == dt->dtype);
+    cr_expect_eq(collgen__dtype_bytes(dt->dtype), dt->bytes);
+  }
+  collgen_op_t op;
+  collgen_dtype_t dt;
+  cr_expect_eq(collgen__parse_op("allreduce", &op), -1);
+  cr_expect_eq(collgen__parse_dtype("f64", &dt), -1);
+  cr_expect_eq(collgen__dtype_bytes((collgen_dtype_t)99), 0);
+  cr_expect_str_eq(collgen__dtype_name((collgen_dtype_t)99), "?");
+}
+
+/* docs/architecture.md: every repository path it names in backticks exists
+** (with <id> read as each op's name), and the API docs name every op and
+** dtype. */
+Test(catalog, docs_agree_with_the_tree_and_the_catalog) {
+  char *doc = read_source("docs/architecture.md");
+  cr_assert(doc, "docs/architecture.md is missing");
+  static const char *const roots[] = {"src/", "runtime/", "gen/", "templates/", "cache/",
+                                      "tests/", "docs/", "CMakeLists.txt"};
+  int checked = 0;
+  for (char *p = strchr(doc, '`'); p; p = strchr(p, '`')) {
+    char *end = strchr(p + 1, '`');
+    if (!end) break;
+    char name[512];
+    size_t len = (size_t)(end - p - 1);
+    if (len < sizeof name) {
+      memcpy(name, p + 1, len);
+      name[len] = 0;
+      int is_path = 0;
+      for (size_t r = 0; r < sizeof roots / sizeof roots[0]; ++r)
+        is_path |= strncmp(name, roots[r], strlen(roots[r])) == 0;
+      if (is_path && !strchr(name, ' ') && !strchr(name, '*')) {
+        char *id = strstr(name, "<id>");
+        for (int o = 0; o < (id ? collgen__op_count() : 1); ++o) {
+          char path[600];
+          if (id)
+            snprintf(path, sizeof path, "%.*s%s%s", (int)(id - name), name,
+                     collgen__op_at(o)->name, id + 4);
+          else
+            snprintf(path, sizeof path, "%s", name);
+          /* "src/support/reference.c / .h" style pairs name the .c file */
+          if (strstr(path, "<")) continue;
+          cr_expect(source_exists(path), "docs/architecture.md names `%s`, which does not exist",
+                    path);
+          checked++;
+        }
+      }
+    }
+    p = end + 1;
+  }
+  cr_expect_gt(checked, 15, "only %d paths found in docs/architecture.md", checked);
+  free(doc);
+  char *api = read_source("docs/api.md");
+  cr_assert(api);
+  for (int o = 0; o < collgen__op_count(); ++o) {
+    char fn[128];
+    snprintf(fn, sizeof fn, "collgen_%s", collgen__op_at(o)->name);
+    cr_expect(strstr(api, fn), "docs/api.md does not document %s", fn);
+  }
+  for (int d = 0; d < collgen__dtype_count(); ++d)
+    cr_expect(strstr(api, collgen__dtype_at(d)->name), "docs/api.md does not mention dtype %s",
+              collgen__dtype_at(d)->name);
+  free(api);
+}

@@ -1,0 +1,207 @@
+/*
+** test_pregen.c -- `collgen pregen` leaves nothing for NVRTC: after a
+** pregen of a small matrix (the built CLI, a temp cache), every call shape
+** of that matrix is served from disk in a process where NVRTC cannot be
+** loaded. "Every call shape" is a dense sweep chosen without asking the
+** planner: allreduce elems 0..300, every value near each power of two up
+** to 2^40 and near the LL limit, random sizes up to 2^40; RMSNorm rows
+** 0..600, near powers of two, random; each aligned or not, in place or not
+** (allreduce), every group size dividing ngpus (allreduce over groups of
+** one is a copy in the runtime, so none), several grid caps.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collgen.h"
+#include "device_abi.h"
+#include "test_util.h"
+
+#define MATRIX_ARGS                                                            \
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm --dtypes bf16,f32 "      \
+  "--ngpus 2,4 --cols 4096,5120,100"
+static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
+static const int NGPUS[] = {2, 4};
+static const int64_t COLS[] = {4096, 5120, 100};
+static const int MAX_BLOCKS[] = {0, 3, COLLGEN_MAX_BLOCKS};
+#define MAX_SIZE ((int64_t)1 << 40)
+#define MAX_KEYS 256
+#define MAX_REPORTED 20
+
+static char dir[4096];
+static void setup(void) {
+  tu_make_temp_dir(dir, sizeof dir);
+  unsetenv("COLLGEN_TEMPLATE_DIR");
+  unsetenv("COLLGEN_CACHE_DISABLE");
+}
+static void teardown(void) { tu_remove_tree(dir); }
+TestSuite(pregen, .init = setup, .fini = teardown, .timeout = 300);
+
+/* Sizes to sweep, in the op's unit (elems or rows): 0..dense, k-near
+** every power of two up to `max`, near `extra` (a known limit, or 0), and
+** random values up to `max`. Returns the count written to out. */
+static int sweep_sizes(int64_t dense, int near, int64_t extra, int64_t max, int64_t *out) {
+  int n = 0;
+  for (int64_t v = 0; v <= dense; ++v) out[n++] = v;
+  for (int64_t p = 1; p <= max; p *= 2)
+    for (int64_t d = -near; d <= near; ++d)
+      if (p + d > dense && p + d <= max) out[n++] = p + d;
+  for (int64_t d = -64; extra > 0 && d <= 64; ++d)
+    if (extra + d > dense) out[n++] = extra + d;
+  for (int i = 0; i < 48; ++i) out[n++] = 1 + (int64_t)(tu_rand() % (uint64_t)max);
+  return n;
+}
+
+typedef struct {
+  collgen_generator_t *gen;
+  FILE *report;
+  char keys[MAX_KEYS][65];
+  int nkeys, calls, misses;
+} sweep;
+
+/* Fetches one shape: it must come from disk (cache_hit 1) the first time
+** its key is seen in this process, from the memory copy of that disk entry
+** (2) after; a miss here would need NVRTC. */
+static void fetch(sweep *s, const collgen_shape_t *shape) {
+  collgen_kernel_info_t info;
+  s->calls++;
+  int rc = collgen_get_kernel(s->gen, shape, &info);
+  int known = 0;
+  for (int i = 0; rc == COLLGEN_OK && i < s->nkeys && !known; ++i)
+    known = strcmp(s->keys[i], info.key) == 0;
+  int ok = rc == COLLGEN_OK && info.cache_hit == (known ? 2 : 1);
+  if (ok && !known && s->nkeys < MAX_KEYS) snprintf(s->keys[s->nkeys++], 65, "%s", info.key);
+  if (ok) return;
+  if (s->misses++ < MAX_REPORTED)
+    fprintf(s->report, "%s dtype %d ngpus %d group %d elems %lld rows %lld cols %lld "
+            "aligned %d inplace %d max_blocks %d: %s (hit %d) %s\n",
+            shape->op == COLLGEN_OP_ALLREDUCE_SUM ? "allreduce_sum" : "allgather_rmsnorm",
+            (int)shape->dtype, shape->ngpus, shape->group_size, (long long)shape->elems,
+            (long long)shape->rows, (long long)shape->cols, shape->aligned16, shape->inplace,
+            shape->max_blocks, collgen_status_name(rc), rc == COLLGEN_OK ? info.cache_hit : -1,
+            rc == COLLGEN_OK ? "" : collgen_generator_last_error(s->gen));
+}
+
+static void sweep_allreduce(sweep *s, collgen_shape_t base, const int64_t *sizes, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int flags = 0; flags < 4; ++flags)
+      for (size_t m = 0; m < sizeof MAX_BLOCKS / sizeof MAX_BLOCKS[0]; ++m) {
+        collgen_shape_t sh = base;
+        sh.elems = sizes[i];
+        sh.aligned16 = flags & 1;
+        sh.inplace = flags >> 1;
+        sh.max_blocks = MAX_BLOCKS[m];
+        fetch(s, &sh);
+      }
+}
+
+static void sweep_rmsnorm(sweep *s, collgen_shape_t base, const int64_t *sizes, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int aligned = 0; aligned < 2; ++aligned)
+      for (size_t m = 0; m < sizeof MAX_BLOCKS / sizeof MAX_BLOCKS[0]; ++m) {
+        collgen_shape_t sh = base;
+        sh.rows = sizes[i];
+        sh.aligned16 = aligned;
+        sh.max_blocks = MAX_BLOCKS[m];
+        fetch(s, &sh);
+      }
+}
+
+/* The child's whole job: NVRTC made unloadable before any use, then every
+** call shape of the matrix. Exit 0 when all were disk hits, 1 on misses,
+** 3 when NVRTC turned out to be loadable (the check would prove nothing). */
+static int run_sweep(const char *report_path) {
+  setenv("COLLGEN_NVRTC_LIBRARY", "/nonexistent", 1);
+  sweep *s = calloc(1, sizeof *s);
+  s->report = fopen(report_path, "w");
+  if (!s->report || collgen_generator_create(&s->gen, dir) != COLLGEN_OK) return 4;
+
+  collgen_shape_t probe;
+  collgen_kernel_info_t info;
+  collgen_shape_init(&probe, COLLGEN_OP_ALLGATHER_RMSNORM);
+  probe.cols = 333; /* not in the matrix */
+  int rc = collgen_get_kernel(s->gen, &probe, &info);
+  if (rc != COLLGEN_ERR_NO_NVRTC) {
+    fprintf(s->report, "cols 333 (not pregenerated) gave %s, not COLLGEN_ERR_NO_NVRTC\n",
+            collgen_status_name(rc));
+    fclose(s->report);
+    return 3;
+  }
+
+  static int64_t sizes[4096];
+  for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d) {
+    int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
+    int64_t ll_elems = (int64_t)COLLGEN_LL_LINES * 8 / esize;
+    int nelems = sweep_sizes(300, 8, ll_elems, MAX_SIZE, sizes);
+    for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+      for (int g = 2; g <= NGPUS[k]; ++g) {
+        if (NGPUS[k] % g) continue;
+        collgen_shape_t base;
+        collgen_shape_init(&base, COLLGEN_OP_ALLREDUCE_SUM);
+        base.dtype = DTYPES[d];
+        base.ngpus = NGPUS[k];
+        base.group_size = g;
+        sweep_allreduce(s, base, sizes, nelems);
+      }
+  }
+  for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
+    for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
+      int nrows = sweep_sizes(600, 3, 0, MAX_SIZE / COLS[c], sizes);
+      for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+        for (int g = 1; g <= NGPUS[k]; ++g) {
+          if (NGPUS[k] % g) continue;
+          collgen_shape_t base;
+          collgen_shape_init(&base, COLLGEN_OP_ALLGATHER_RMSNORM);
+          base.dtype = DTYPES[d];
+          base.ngpus = NGPUS[k];
+          base.group_size = g;
+          base.cols = COLS[c];
+          sweep_rmsnorm(s, base, sizes, nrows);
+        }
+    }
+  fprintf(s->report, "%d calls, %d distinct kernels, %d not served from disk\n", s->calls,
+          s->nkeys, s->misses);
+  fclose(s->report);
+  collgen_generator_destroy(s->gen);
+  return s->misses ? 1 : 0;
+}
+
+Test(pregen, every_call_shape_is_served_without_nvrtc) {
+  char cmd[8192], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s pregen " MATRIX_ARGS " --cache-dir '%s' -j 2", COLLGEN_CLI_PATH,
+           dir);
+  cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+  int compiled = -1, cached = -1, failed = -1;
+  const char *line = strstr(out, "pregen: ");
+  cr_assert(line && sscanf(line, "pregen: %d compiled, %d already cached, %d failed",
+                           &compiled, &cached, &failed) == 3, "%s", out);
+  cr_assert_eq(failed, 0, "%s", out);
+  free(out);
+
+  char report_path[4200];
+  snprintf(report_path, sizeof report_path, "%s/sweep-report.txt", dir);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(run_sweep(report_path)); /* NVRTC stays unloadable in the child only */
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  char *report = tu_read_file(report_path, NULL);
+  cr_log_info("%s", report ? report : "(no report)");
+  cr_assert(WIFEXITED(status), "the sweep process died:\n%s", report ? report : "");
+  cr_assert_eq(WEXITSTATUS(status), 0, "calls that would need NVRTC after pregen:\n%s",
+               report ? report : "(no report)");
+  int calls = 0, kernels = 0;
+  const char *summary = report ? strstr(report, " calls, ") : NULL;
+  while (summary && summary > report && summary[-1] != '\n') --summary;
+  cr_assert(summary && sscanf(summary, "%d calls, %d distinct kernels", &calls, &kernels) == 2,
+            "%s", report ? report : "");
+  cr_expect_eq(kernels, compiled + cached,
+               "pregen wrote %d kernels, the calls of its matrix use %d: it compiles kernels "
+               "no call needs (or the sweep misses some)", compiled + cached, kernels);
+  free(report);
+}
