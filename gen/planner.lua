@@ -32,6 +32,13 @@ M.ONESHOT_MAX_BYTES = { default = 256 * 1024 }
 -- the price of sending each byte twice (8 payload bytes per 16-byte line).
 M.LL_MAX_BYTES = 256 * 1024
 
+-- Values per thread an RMSNorm row may keep in registers. A scalar row
+-- (unaligned pointers) holds a register per value and per gamma: from 30
+-- scalars ptxas needs ~120 of the 128 registers a 512-thread block allows
+-- and at 32 it spills (conformance, NVRTC 13, groups of 2 and more); 24
+-- keeps a margin. 16-byte vectors fit 32 values.
+M.ROW_VALUES_MAX = { vector = 32, scalar = 24 }
+
 local function fail(msg) error("planner: " .. msg, 0) end
 
 local function ceil_div(a, b) return (a + b - 1) // b end
@@ -133,8 +140,8 @@ local function plan_allgather_rmsnorm(s)
   local block = math.min(512, round_up(nv, 32))
   local items = ceil_div(nv, block)
   local algo = "unrolled"
-  if items * vec > 32 then                      -- row would not fit in registers
-    algo, items, block = "looped", 0, 512
+  if items * vec > M.ROW_VALUES_MAX[vec > 1 and "vector" or "scalar"] then
+    algo, items, block = "looped", 0, 512       -- row would not fit in registers
   end
   -- Small gathered tensors (every shard then fits the LL lines) use the
   -- barrier-free LL push; the row still sits in registers (at most 16

@@ -10,8 +10,8 @@
 ** lua_pcall with a traceback handler, and a count hook bounds run time.
 */
 #include <lauxlib.h>
-#include <lua.h>
 #include <limits.h>
+#include <lua.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -122,22 +122,22 @@ Test(cli, pregen_fills_then_finds_everything) {
   cr_assert(line, "%s", out);
   cr_assert_eq(sscanf(line, "pregen: %d compiled, %d already cached, %d failed", &compiled,
                       &cached, &failed), 3);
-  cr_expect_eq(compiled, 7, "g1: 2 allreduce; g2: 4 allreduce + 1 rmsnorm\n%s", out);
+  cr_expect_eq(compiled, 9, "g1: 2 rmsnorm (allreduce copies); g2: 4 allreduce + 3 rmsnorm\n%s", out);
   cr_expect_eq(cached, 0);
   cr_expect_eq(failed, 0);
   free(out);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "pregen: 0 compiled, 7 already cached, 0 failed"), "%s", out);
+  cr_expect(strstr(out, "pregen: 0 compiled, 9 already cached, 0 failed"), "%s", out);
   free(out);
 
   snprintf(args, sizeof args, "cache ls --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "cache ls: 7 entries"), "%s", out);
+  cr_expect(strstr(out, "cache ls: 9 entries"), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_twoshot_f32_g2_v4"), "%s", out);
   free(out);
   snprintf(args, sizeof args, "cache verify --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "7 entries"), "%s", out);
+  cr_expect(strstr(out, "9 entries"), "%s", out);
   free(out);
 
   /* Corrupt one entry: verify reports and removes it, exit 1. */
@@ -150,12 +150,12 @@ Test(cli, pregen_fills_then_finds_everything) {
   cr_expect(strstr(out, "BAD") && strstr(out, "checksum mismatch"), "%s", out);
   free(out);
   cr_expect_eq(cg(args, &out), 0, "the bad entry was removed: %s", out);
-  cr_expect(strstr(out, "6 entries"), "%s", out);
+  cr_expect(strstr(out, "8 entries"), "%s", out);
   free(out);
 
   snprintf(args, sizeof args, "cache clear --cache-dir '%s'", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
-  cr_expect(strstr(out, "removed 6 entries"), "%s", out);
+  cr_expect(strstr(out, "removed 8 entries"), "%s", out);
   free(out);
 }
 

@@ -141,3 +141,24 @@ Test(planner, refuses_bad_shapes) {
   s.max_blocks = 300;
   cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
 }
+
+/* Unaligned rows keep at most 24 scalars per thread in registers (32 spill
+** 44-140 bytes, found when pregen started compiling the whole variant
+** space); aligned rows keep up to 32 values. */
+Test(planner, rmsnorm_scalar_rows_cap_at_24_values) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
+  s.rows = 1024; /* past the LL range */
+  s.aligned16 = 0;
+  s.cols = 512 * 24;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  cr_expect_str_eq(p.algo, "unrolled");
+  cr_expect_eq(p.items, 24);
+  s.cols = 16384;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "looped", "32 scalars per thread: looped, not a spilling unroll");
+  s.aligned16 = 1;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "unrolled", "aligned: 4 vectors of 8");
+}

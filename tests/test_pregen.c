@@ -5,7 +5,8 @@
 ** loaded. "Every call shape" is a dense sweep chosen without asking the
 ** planner: allreduce elems 0..300, every value near each power of two up
 ** to 2^40 and near the LL limit, random sizes up to 2^40; RMSNorm rows
-** 0..600, near powers of two, random; each aligned or not, in place or not
+** 0..600, near powers of two and the LL row limit of each cols, random up
+** to 2^40 elements; each aligned or not, in place or not
 ** (allreduce), every group size dividing ngpus (allreduce over groups of
 ** one is a copy in the runtime, so none), several grid caps.
 */
@@ -60,8 +61,28 @@ typedef struct {
   collgen_generator_t *gen;
   FILE *report;
   char keys[MAX_KEYS][65];
-  int nkeys, calls, misses;
+  char missing[MAX_KEYS][96]; /* kernels some call could not get */
+  int nkeys, nmissing, calls, misses;
 } sweep;
+
+/* Names the kernel of a failed call once, with the first call that
+** needed it. */
+static void report_miss(sweep *s, const collgen_shape_t *shape, int rc, int hit) {
+  collgen_plan_t plan;
+  s->misses++;
+  if (collgen_plan(s->gen, shape, &plan) != COLLGEN_OK) snprintf(plan.kernel, 96, "(unplannable)");
+  for (int i = 0; i < s->nmissing; ++i)
+    if (strcmp(s->missing[i], plan.kernel) == 0) return;
+  if (s->nmissing < MAX_KEYS) snprintf(s->missing[s->nmissing++], 96, "%s", plan.kernel);
+  if (s->nmissing > MAX_REPORTED) return;
+  fprintf(s->report, "%s: %s (hit %d), first needed by %s dtype %d ngpus %d group %d "
+          "elems %lld rows %lld cols %lld aligned %d inplace %d max_blocks %d\n",
+          plan.kernel, collgen_status_name(rc), hit,
+          shape->op == COLLGEN_OP_ALLREDUCE_SUM ? "allreduce_sum" : "allgather_rmsnorm",
+          (int)shape->dtype, shape->ngpus, shape->group_size, (long long)shape->elems,
+          (long long)shape->rows, (long long)shape->cols, shape->aligned16, shape->inplace,
+          shape->max_blocks);
+}
 
 /* Fetches one shape: it must come from disk (cache_hit 1) the first time
 ** its key is seen in this process, from the memory copy of that disk entry
@@ -75,15 +96,7 @@ static void fetch(sweep *s, const collgen_shape_t *shape) {
     known = strcmp(s->keys[i], info.key) == 0;
   int ok = rc == COLLGEN_OK && info.cache_hit == (known ? 2 : 1);
   if (ok && !known && s->nkeys < MAX_KEYS) snprintf(s->keys[s->nkeys++], 65, "%s", info.key);
-  if (ok) return;
-  if (s->misses++ < MAX_REPORTED)
-    fprintf(s->report, "%s dtype %d ngpus %d group %d elems %lld rows %lld cols %lld "
-            "aligned %d inplace %d max_blocks %d: %s (hit %d) %s\n",
-            shape->op == COLLGEN_OP_ALLREDUCE_SUM ? "allreduce_sum" : "allgather_rmsnorm",
-            (int)shape->dtype, shape->ngpus, shape->group_size, (long long)shape->elems,
-            (long long)shape->rows, (long long)shape->cols, shape->aligned16, shape->inplace,
-            shape->max_blocks, collgen_status_name(rc), rc == COLLGEN_OK ? info.cache_hit : -1,
-            rc == COLLGEN_OK ? "" : collgen_generator_last_error(s->gen));
+  if (!ok) report_miss(s, shape, rc, rc == COLLGEN_OK ? info.cache_hit : -1);
 }
 
 static void sweep_allreduce(sweep *s, collgen_shape_t base, const int64_t *sizes, int n) {
@@ -150,7 +163,9 @@ static int run_sweep(const char *report_path) {
   }
   for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
     for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
-      int nrows = sweep_sizes(600, 3, 0, MAX_SIZE / COLS[c], sizes);
+      int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
+      int64_t ll_rows = (int64_t)COLLGEN_LL_LINES * 8 / (COLS[c] * esize); /* f32 x 100: 655 */
+      int nrows = sweep_sizes(600, 3, ll_rows, MAX_SIZE / COLS[c], sizes);
       for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
         for (int g = 1; g <= NGPUS[k]; ++g) {
           if (NGPUS[k] % g) continue;
@@ -163,8 +178,8 @@ static int run_sweep(const char *report_path) {
           sweep_rmsnorm(s, base, sizes, nrows);
         }
     }
-  fprintf(s->report, "%d calls, %d distinct kernels, %d not served from disk\n", s->calls,
-          s->nkeys, s->misses);
+  fprintf(s->report, "%d calls, %d distinct kernels, %d calls (%d kernels) not served from disk\n",
+          s->calls, s->nkeys, s->misses, s->nmissing);
   fclose(s->report);
   collgen_generator_destroy(s->gen);
   return s->misses ? 1 : 0;
