@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "collgen.h"
+#include "bad_inputs.h"
 #include "devbuf.h"
 #include "dtype_convert.h"
 #include "reference.h"
@@ -592,6 +593,21 @@ Test(refusal, bad_calls_return_codes_and_launch_nothing, .timeout = 120) {
   }
   free_streams(c, s);
   collgen_comm_destroy(c);
+}
+
+/* The whole table of refused calls (tests/bad_inputs.c) on real devices:
+** every one returns its status and message and nothing is written. */
+Test(refusal, bad_input_table_on_the_gpu, .timeout = 120) {
+  int devices[2], shared;
+  rank_devices(2, devices, &shared);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.allow_shared_devices = shared;
+  bad_env e;
+  bad_env_create(&e, devices, &o);
+  int n = bad_inputs_run(&e, gpu_count());
+  cr_expect_geq(n, 60, "only %d cases", n);
+  bad_env_check_and_destroy(&e);
 }
 
 /* Returns 77 (skip) without a usable GPU. The probe runs in a child so this

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "collgen.h"
+#include "bad_inputs.h"
 #include "devbuf.h"
 #include "fake_cuda.h"
 #include "reference.h"
@@ -368,4 +369,22 @@ Test(hostpath, rmsnorm_overlapping_buffers_are_refused) {
     free(gamma[r]);
   }
   collgen_comm_destroy(c);
+}
+
+/* The whole table of refused calls (tests/bad_inputs.c): every one returns
+** its status and message, and none launches, copies, loads or writes. */
+Test(hostpath, bad_input_table_refuses_everything) {
+  int devices[2] = {0, 1};
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  bad_env e;
+  bad_env_create(&e, devices, &o);
+  memset(stats, 0, sizeof *stats);
+  int n = bad_inputs_run(&e, 2);
+  cr_expect_geq(n, 60, "only %d cases", n);
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->module_loads, 0);
+  bad_env_check_and_destroy(&e);
 }

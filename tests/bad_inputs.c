@@ -1,0 +1,253 @@
+/*
+** bad_inputs.c -- the table of refused calls (see bad_inputs.h). Each row:
+** what is wrong, the call, the status it must return and a fragment of the
+** message that must explain it. Buffers of rank r: IN(r), OUT(r), NRM(r),
+** RES(r), GAM(r) and a spare, SPR(r), each BAD_BUFFER_BYTES, poisoned.
+*/
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "bad_inputs.h"
+
+#define IN(r) (e->buf[r][0])
+#define OUT(r) (e->buf[r][1])
+#define NRM(r) (e->buf[r][2])
+#define RES(r) (e->buf[r][3])
+#define GAM(r) (e->buf[r][4])
+#define SPR(r) (e->buf[r][5])
+#define AT(p, off) ((void *)((char *)(p) + (off)))
+
+void bad_env_create(bad_env *e, const int devices[2], const collgen_comm_options_t *options) {
+  memset(e, 0, sizeof *e);
+  cr_assert_eq(collgen_comm_create(&e->c, 2, devices, options), COLLGEN_OK, "%s",
+               collgen_last_error());
+  for (int r = 0; r < 2; ++r) {
+    cr_assert_eq(collgen__dev_stream_create(e->c, r, &e->streams[r]), COLLGEN_OK);
+    for (int b = 0; b < BAD_BUFFERS; ++b) {
+      cr_assert_eq(collgen__dev_alloc(e->c, r, BAD_BUFFER_BYTES, &e->buf[r][b]), COLLGEN_OK);
+      cr_assert_eq(collgen__dev_fill(e->c, r, e->buf[r][b], BAD_POISON, BAD_BUFFER_BYTES),
+                   COLLGEN_OK);
+    }
+  }
+  cr_assert_eq(collgen__dev_sync_all(e->c, e->streams), COLLGEN_OK);
+}
+
+void bad_env_check_and_destroy(bad_env *e) {
+  unsigned char *h = malloc(BAD_BUFFER_BYTES);
+  cr_assert(h);
+  cr_assert_eq(collgen__dev_sync_all(e->c, e->streams), COLLGEN_OK, "%s", e->c->err);
+  for (int r = 0; r < 2; ++r)
+    for (int b = 0; b < BAD_BUFFERS; ++b) {
+      cr_assert_eq(collgen__dev_download(e->c, r, h, e->buf[r][b], BAD_BUFFER_BYTES), COLLGEN_OK);
+      for (int i = 0; i < BAD_BUFFER_BYTES; ++i)
+        if (h[i] != BAD_POISON) cr_assert_fail("rank %d buffer %d byte %d was written", r, b, i);
+      collgen__dev_free(e->c, r, e->buf[r][b]);
+    }
+  free(h);
+  for (int r = 0; r < 2; ++r) collgen__dev_stream_destroy(e->c, r, e->streams[r]);
+  collgen_comm_destroy(e->c);
+}
+
+static int ncases;
+
+/* tls: the message is in collgen_last_error() (calls without a handle). */
+static void expect(const bad_env *e, const char *what, int rc, int code, const char *frag,
+                   int tls) {
+  const char *msg = tls ? collgen_last_error() : collgen_comm_last_error(e->c);
+  ++ncases;
+  cr_expect_eq(rc, code, "%s: got %s (%s), want %s", what, collgen_status_name(rc), msg,
+               collgen_status_name(code));
+  cr_expect(strstr(msg, frag) != NULL, "%s: message '%s' lacks '%s'", what, msg, frag);
+}
+
+/* allreduce with per-rank shapes and buffers. */
+static int ar(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
+              const void *in0, const void *in1, void *out0, void *out1, int group) {
+  const int64_t *shapes[2] = {s0, s1};
+  const void *in[2] = {in0, in1};
+  void *out[2] = {out0, out1};
+  return collgen_allreduce_sum(e->c, dt, rank, shapes, in, out, group, e->streams);
+}
+
+/* allgather_rmsnorm; rank 1 always uses its own, valid buffers. */
+static int ag(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
+              const void *in0, void *nrm0, void *res0, const void *gam0, float eps, float wo,
+              int group) {
+  const int64_t *shapes[2] = {s0, s1};
+  const void *in[2] = {in0, IN(1)}, *gam[2] = {gam0, GAM(1)};
+  void *nrm[2] = {nrm0, NRM(1)}, *res[2] = {res0, RES(1)};
+  return collgen_allgather_rmsnorm(e->c, dt, rank, shapes, in, nrm, res, gam, eps, wo, group,
+                                   e->streams);
+}
+
+#define AR_OK_BUFS IN(0), IN(1), OUT(0), OUT(1)
+#define CASE(what, code, frag, call) expect(e, what, (call), code, frag, 0)
+#define CASE_TLS(what, code, frag, call) expect(e, what, (call), code, frag, 1)
+
+static void comm_cases(bad_env *e, int ndevices) {
+  collgen_comm_t *c = NULL;
+  int dup[2] = {0, 0}, neg[2] = {0, -1}, nine[9] = {0, 1, 2, 3, 4, 5, 6, 7, 0};
+  int missing[2] = {0, ndevices}, ok[2] = {0, ndevices > 1 ? 1 : 0};
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.allow_shared_devices = ndevices < 2;
+  CASE_TLS("comm out NULL", COLLGEN_ERR_INVALID_ARG, "out is NULL",
+           collgen_comm_create(NULL, 2, ok, &o));
+  CASE_TLS("0 devices", COLLGEN_ERR_INVALID_ARG, "ndev must be 1..8", collgen_comm_create(&c, 0, ok, &o));
+  CASE_TLS("-1 devices", COLLGEN_ERR_INVALID_ARG, "ndev must be 1..8", collgen_comm_create(&c, -1, ok, &o));
+  CASE_TLS("9 devices", COLLGEN_ERR_INVALID_ARG, "ndev must be 1..8", collgen_comm_create(&c, 9, nine, &o));
+  CASE_TLS("devices NULL", COLLGEN_ERR_INVALID_ARG, "devices is NULL",
+           collgen_comm_create(&c, 2, NULL, &o));
+  CASE_TLS("device listed twice", COLLGEN_ERR_INVALID_ARG, "listed twice",
+           collgen_comm_create(&c, 2, dup, NULL));
+  CASE_TLS("negative device", COLLGEN_ERR_NO_DEVICE, "device -1 does not exist",
+           collgen_comm_create(&c, 2, neg, &o));
+  CASE_TLS("device past the last", COLLGEN_ERR_NO_DEVICE, "does not exist",
+           collgen_comm_create(&c, 2, missing, &o));
+  o.max_blocks = -1;
+  CASE_TLS("max_blocks -1", COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..256",
+           collgen_comm_create(&c, 2, ok, &o));
+  o.max_blocks = 257;
+  CASE_TLS("max_blocks 257", COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..256",
+           collgen_comm_create(&c, 2, ok, &o));
+  o.max_blocks = 0;
+  o.timeout_ms = -5;
+  CASE_TLS("timeout_ms -5", COLLGEN_ERR_INVALID_ARG, "timeout_ms must be",
+           collgen_comm_create(&c, 2, ok, &o));
+  o.timeout_ms = COLLGEN_MAX_TIMEOUT_MS + 1;
+  CASE_TLS("timeout_ms past 24 h", COLLGEN_ERR_INVALID_ARG, "timeout_ms must be",
+           collgen_comm_create(&c, 2, ok, &o));
+  cr_expect_null(c, "no refused create returned a communicator");
+  collgen_comm_info_t info;
+  CASE_TLS("comm_info NULL comm", COLLGEN_ERR_INVALID_ARG, "NULL", collgen_comm_info(NULL, &info));
+  CASE_TLS("comm_info NULL info", COLLGEN_ERR_INVALID_ARG, "NULL", collgen_comm_info(e->c, NULL));
+  CASE_TLS("comm_check NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL", collgen_comm_check(NULL));
+}
+
+static void allreduce_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16, F32 = COLLGEN_DTYPE_F32;
+  int64_t n[1] = {1000}, m[1] = {999}, negd[1] = {-4}, big[1] = {COLLGEN_MAX_ELEMS + 1};
+  int64_t sq[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, wrap[3] = {1 << 22, 1 << 21, 1 << 21};
+  int64_t two[2] = {10, 100}, two_t[2] = {100, 10};
+  const int64_t *shapes[2] = {n, n};
+  const void *in[2] = {IN(0), IN(1)};
+  void *out[2] = {OUT(0), OUT(1)};
+  collgen_stream_t *s = e->streams;
+  CASE_TLS("allreduce comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_allreduce_sum(NULL, BF, 1, shapes, in, out, 0, s));
+  CASE("dtype 9", COLLGEN_ERR_INVALID_ARG, "unknown dtype 9", ar(e, (collgen_dtype_t)9, 1, n, n, AR_OK_BUFS, 0));
+  CASE("dtype -1", COLLGEN_ERR_INVALID_ARG, "unknown dtype -1", ar(e, (collgen_dtype_t)-1, 1, n, n, AR_OK_BUFS, 0));
+  CASE("tensor rank 0", COLLGEN_ERR_INVALID_ARG, "tensor rank 1..8", ar(e, BF, 0, n, n, AR_OK_BUFS, 0));
+  CASE("tensor rank 9", COLLGEN_ERR_INVALID_ARG, "tensor rank 1..8", ar(e, BF, 9, n, n, AR_OK_BUFS, 0));
+  CASE("shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_allreduce_sum(e->c, BF, 1, NULL, in, out, 0, s));
+  CASE("streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_allreduce_sum(e->c, BF, 1, shapes, in, out, 0, NULL));
+  CASE("inputs NULL", COLLGEN_ERR_INVALID_ARG, "input array",
+       collgen_allreduce_sum(e->c, BF, 1, shapes, NULL, out, 0, s));
+  CASE("outputs NULL", COLLGEN_ERR_INVALID_ARG, "output array",
+       collgen_allreduce_sum(e->c, BF, 1, shapes, in, NULL, 0, s));
+  CASE("shape of rank 1 NULL", COLLGEN_ERR_INVALID_ARG, "shape of rank 1 is NULL", ar(e, BF, 1, n, NULL, AR_OK_BUFS, 0));
+  CASE("negative dimension", COLLGEN_ERR_INVALID_ARG, "negative dimension", ar(e, BF, 1, negd, negd, AR_OK_BUFS, 0));
+  CASE("shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ", ar(e, BF, 1, n, m, AR_OK_BUFS, 0));
+  CASE("same count, other dims", COLLGEN_ERR_INVALID_ARG, "shapes differ", ar(e, BF, 2, two, two_t, AR_OK_BUFS, 0));
+  CASE("2^40 x 2^40 (wraps to 0)", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS", ar(e, BF, 2, sq, sq, AR_OK_BUFS, 0));
+  CASE("2^64 elements (wraps to 0)", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS", ar(e, BF, 3, wrap, wrap, AR_OK_BUFS, 0));
+  CASE("2^40 + 1 elements", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS", ar(e, BF, 1, big, big, AR_OK_BUFS, 0));
+  CASE("group_size 3 of 2", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide", ar(e, BF, 1, n, n, AR_OK_BUFS, 3));
+  CASE("group_size -1", COLLGEN_ERR_INVALID_ARG, "group_size -1 does not divide", ar(e, BF, 1, n, n, AR_OK_BUFS, -1));
+  CASE("group_size 9", COLLGEN_ERR_INVALID_ARG, "group_size 9 does not divide", ar(e, BF, 1, n, n, AR_OK_BUFS, 9));
+  CASE("input of rank 1 NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 1 is NULL",
+       ar(e, BF, 1, n, n, IN(0), NULL, OUT(0), OUT(1), 0));
+  CASE("output of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "output of rank 0 is NULL",
+       ar(e, BF, 1, n, n, IN(0), IN(1), NULL, OUT(1), 0));
+  CASE("bf16 input at an odd byte", COLLGEN_ERR_ALIGNMENT, "not aligned to its 2-byte",
+       ar(e, BF, 1, n, n, AT(IN(0), 1), IN(1), OUT(0), OUT(1), 0));
+  CASE("f32 output at +2 bytes", COLLGEN_ERR_ALIGNMENT, "not aligned to its 4-byte",
+       ar(e, F32, 1, n, n, IN(0), IN(1), OUT(0), AT(OUT(1), 2), 0));
+  CASE("output 16 bytes into input", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ar(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 16), OUT(1), 0));
+  CASE("input 16 bytes into output", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ar(e, BF, 1, n, n, IN(0), AT(OUT(1), 16), OUT(0), OUT(1), 0));
+  CASE("groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ar(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 2), OUT(1), 1));
+}
+
+static void rmsnorm_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  /* 4 rows x 1024 bf16 per rank: an 8 KiB shard, 16 KiB gathered, 2 KiB gamma */
+  int64_t sh[2] = {4, 1024}, cols2[2] = {4, 512}, negr[2] = {-1, 1024}, sh3[3] = {2, 2, 1024};
+  int64_t huge[2] = {(int64_t)1 << 39, 4096}, r1[1] = {4096};
+  const float inf = INFINITY, nan = NAN;
+  const int64_t *shapes[2] = {sh, sh};
+  const void *in[2] = {IN(0), IN(1)}, *gam[2] = {GAM(0), GAM(1)};
+  void *nrm[2] = {NRM(0), NRM(1)}, *res[2] = {RES(0), RES(1)};
+  collgen_stream_t *s = e->streams;
+#define AG_OK IN(0), NRM(0), RES(0), GAM(0)
+  CASE_TLS("rmsnorm comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_allgather_rmsnorm(NULL, BF, 2, shapes, in, nrm, res, gam, 1e-6f, 0, 0, s));
+  CASE("rmsnorm tensor rank 1", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 2..8",
+       ag(e, BF, 1, r1, r1, AG_OK, 1e-6f, 0, 0));
+  CASE("rmsnorm dtype 3", COLLGEN_ERR_INVALID_ARG, "unknown dtype 3",
+       ag(e, (collgen_dtype_t)3, 2, sh, sh, AG_OK, 1e-6f, 0, 0));
+  CASE("eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, nan, 0, 0));
+  CASE("eps -1", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, -1.0f, 0, 0));
+  CASE("eps inf", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, inf, 0, 0));
+  CASE("weight_offset inf", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+       ag(e, BF, 2, sh, sh, AG_OK, 1e-6f, -inf, 0));
+  CASE("weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+       ag(e, BF, 2, sh, sh, AG_OK, 1e-6f, nan, 0));
+  CASE("shard shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_allgather_rmsnorm(e->c, BF, 2, NULL, in, nrm, res, gam, 1e-6f, 0, 0, s));
+  CASE("rmsnorm inputs NULL", COLLGEN_ERR_INVALID_ARG, "input array",
+       collgen_allgather_rmsnorm(e->c, BF, 2, shapes, NULL, nrm, res, gam, 1e-6f, 0, 0, s));
+  CASE("normed NULL", COLLGEN_ERR_INVALID_ARG, "normed output array",
+       collgen_allgather_rmsnorm(e->c, BF, 2, shapes, in, NULL, res, gam, 1e-6f, 0, 0, s));
+  CASE("residual NULL", COLLGEN_ERR_INVALID_ARG, "residual output array",
+       collgen_allgather_rmsnorm(e->c, BF, 2, shapes, in, nrm, NULL, gam, 1e-6f, 0, 0, s));
+  CASE("gammas NULL", COLLGEN_ERR_INVALID_ARG, "gamma array",
+       collgen_allgather_rmsnorm(e->c, BF, 2, shapes, in, nrm, res, NULL, 1e-6f, 0, 0, s));
+  CASE("cols differ", COLLGEN_ERR_INVALID_ARG, "only dimension 0 may differ",
+       ag(e, BF, 2, sh, cols2, AG_OK, 1e-6f, 0, 0));
+  CASE("inner dims differ", COLLGEN_ERR_INVALID_ARG, "only dimension 0 may differ",
+       ag(e, BF, 3, sh3, (int64_t[3]){2, 1, 1024}, AG_OK, 1e-6f, 0, 0));
+  CASE("negative rows", COLLGEN_ERR_INVALID_ARG, "negative dimension", ag(e, BF, 2, negr, sh, AG_OK, 1e-6f, 0, 0));
+  CASE("gathered 2^40 x 4096", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
+       ag(e, BF, 2, huge, huge, AG_OK, 1e-6f, 0, 0));
+  CASE("rmsnorm group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
+       ag(e, BF, 2, sh, sh, AG_OK, 1e-6f, 0, 3));
+  CASE("input of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 0 is NULL",
+       ag(e, BF, 2, sh, sh, NULL, NRM(0), RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("normed of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "normed output of rank 0 is NULL",
+       ag(e, BF, 2, sh, sh, IN(0), NULL, RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("gamma at an odd byte", COLLGEN_ERR_ALIGNMENT, "gamma of rank 0",
+       ag(e, BF, 2, sh, sh, IN(0), NRM(0), RES(0), AT(GAM(0), 1), 1e-6f, 0, 0));
+  CASE("residual at an odd byte", COLLGEN_ERR_ALIGNMENT, "residual output of rank 0",
+       ag(e, BF, 2, sh, sh, IN(0), NRM(0), AT(RES(0), 3), GAM(0), 1e-6f, 0, 0));
+  CASE("normed is residual", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       ag(e, BF, 2, sh, sh, IN(0), RES(0), RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("normed overlaps residual", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ag(e, BF, 2, sh, sh, IN(0), SPR(0), AT(SPR(0), 8192), GAM(0), 1e-6f, 0, 0));
+  CASE("input inside residual", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ag(e, BF, 2, sh, sh, AT(RES(0), 4096), NRM(0), RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("input is residual", COLLGEN_ERR_INVALID_ARG, "input",
+       ag(e, BF, 2, sh, sh, RES(0), NRM(0), RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("input overlaps normed", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ag(e, BF, 2, sh, sh, AT(NRM(0), 2048), NRM(0), RES(0), GAM(0), 1e-6f, 0, 0));
+  CASE("gamma inside normed", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ag(e, BF, 2, sh, sh, IN(0), NRM(0), RES(0), AT(NRM(0), 4096), 1e-6f, 0, 0));
+  CASE("gamma is residual", COLLGEN_ERR_INVALID_ARG, "gamma",
+       ag(e, BF, 2, sh, sh, IN(0), NRM(0), RES(0), RES(0), 1e-6f, 0, 0));
+  CASE("groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ag(e, BF, 2, sh, sh, AT(RES(0), 2), NRM(0), RES(0), GAM(0), 1e-6f, 0, 1));
+#undef AG_OK
+}
+
+int bad_inputs_run(bad_env *e, int ndevices) {
+  ncases = 0;
+  comm_cases(e, ndevices);
+  allreduce_cases(e);
+  rmsnorm_cases(e);
+  return ncases;
+}
