@@ -9,6 +9,17 @@
 ** one directory at once (two writers of one key both write a valid entry;
 ** the last rename wins). Readers take no locks. A hit bumps the file's
 ** atime explicitly (relatime would not), which drives LRU eviction.
+**
+** Nothing found inside the tree is trusted. The root is the user's choice
+** and may be a symlink; below it every step is taken from a directory fd
+** with O_NOFOLLOW (openat, fstatat(AT_SYMLINK_NOFOLLOW), unlinkat,
+** renameat), so no operation reaches outside the tree through a link, and
+** files are opened O_NONBLOCK and accepted only when fstat says they are
+** regular, so a FIFO or device cannot block or feed a reader. Cleaning
+** removes only regular files and symlinks themselves (never a target, never
+** a FIFO, device or directory). One function, load_entry, decides whether
+** a file is a valid entry, for the loader, `collgen cache ls/verify` and
+** collgen__cache_read_file alike. Directories are created 0700.
 */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -16,6 +27,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,23 +64,109 @@ static void warn_memory_only(const char *dir, const char *why) {
                dir, why);
 }
 
-/* Removes the regular files in <dir>/tmp last modified more than
-** `min_age_s` seconds ago (-1: all of them). */
-static void remove_temp_files(const char *dir, time_t min_age_s) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
-  DIR *d = opendir(tmp);
-  if (!d) return;
+/* ---- File-system steps that never leave the tree ---------------------- */
+
+/* The cache root: the one path component chain that may contain links
+** (the user chose it). Returns an fd or -1 (errno set). */
+static int open_root(const char *dir) {
+  return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* Opens the directory `name` of dirfd, refusing a symlink (ELOOP) or
+** anything that is not a directory (ENOTDIR). Returns an fd or -1. */
+static int open_subdir(int dirfd, const char *name) {
+  return openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Opens <root>/entries/<shard> without following links below the root.
+** Returns an fd or -1 (errno set). */
+static int open_shard(const char *root, const char *shard) {
+  int r = open_root(root);
+  if (r < 0) return -1;
+  int e = open_subdir(r, "entries");
+  close(r);
+  if (e < 0) return -1;
+  int s = open_subdir(e, shard);
+  int saved = errno;
+  close(e);
+  errno = saved;
+  return s;
+}
+
+/* Creates `path` and its missing parents, each 0700 (an existing parent
+** is used as it is, links included: this is the user's chosen root). The
+** final component must end up a directory. Returns 0 or -errno. */
+static int mkdirs_private(const char *path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -ENAMETOOLONG;
+  for (char *p = tmp + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return -errno;
+  return 0;
+}
+
+/* Returns an fd on the real directory `name` of dirfd, creating it 0700
+** when missing. A symlink in its place is removed (the link itself, never
+** its target) and replaced by a directory; anything else is an error.
+** Returns an fd or -errno. */
+static int ensure_subdir(int dirfd, const char *name) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int fd = open_subdir(dirfd, name);
+    if (fd >= 0) return fd;
+    if (errno == ENOENT) {
+      if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST) return -errno;
+      continue;
+    }
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      collgen__log(COLLGEN_LOG_WARN, "cache: replacing symlink '%s' by a directory", name);
+      if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) return -errno;
+      continue;
+    }
+    return -ENOTDIR;
+  }
+  return -ELOOP;
+}
+
+/* Removes `name` from dirfd if it is a regular file or a symlink (the link
+** itself) and, when `seen` is given, still the file that was examined
+** (same device and inode). FIFOs, devices, sockets and directories stay.
+** Returns 1 when removed. */
+static int remove_if_safe(int dirfd, const char *name, const struct stat *seen) {
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) return 0;
+  if (seen && (st.st_dev != seen->st_dev || st.st_ino != seen->st_ino)) return 0;
+  return unlinkat(dirfd, name, 0) == 0;
+}
+
+/* Removes the regular files and symlinks in <dir>/tmp last modified more
+** than `min_age_s` seconds ago (-1: all of them). A tmp that is not a real
+** directory is left alone. Returns the number removed. */
+static int remove_temp_files(int rootfd, time_t min_age_s) {
+  int t = open_subdir(rootfd, "tmp");
+  if (t < 0) return 0;
+  DIR *d = fdopendir(t);
+  if (!d) {
+    close(t);
+    return 0;
+  }
   time_t now = time(NULL);
+  int removed = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (de->d_name[0] == '.') continue;
-    char p[4500];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s", tmp, de->d_name);
-    if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > min_age_s) unlink(p);
+    if (fstatat(t, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        now - st.st_mtime > min_age_s)
+      removed += remove_if_safe(t, de->d_name, &st);
   }
   closedir(d);
+  return removed;
 }
 
 int collgen__cache_open(collgen__cache **out, const char *dir) {
@@ -81,25 +179,29 @@ int collgen__cache_open(collgen__cache **out, const char *dir) {
     warn_memory_only("(none)", "no COLLGEN_CACHE_DIR, XDG_CACHE_HOME or HOME");
     return COLLGEN_OK;
   }
-  char sub[4200];
-  snprintf(sub, sizeof sub, "%s/tmp", c->dir);
-  int rc = collgen__mkdirs(sub);
+  int rc = mkdirs_private(c->dir), root = -1;
+  if (rc == 0 && (root = open_root(c->dir)) < 0) rc = -errno;
   if (rc == 0) {
-    snprintf(sub, sizeof sub, "%s/entries", c->dir);
-    rc = collgen__mkdirs(sub);
+    int fd = ensure_subdir(root, "tmp");
+    if (fd < 0) rc = fd;
+    else close(fd);
   }
   if (rc == 0) {
-    snprintf(sub, sizeof sub, "%s/tmp", c->dir);
-    if (access(sub, W_OK) != 0) rc = -errno;
+    int fd = ensure_subdir(root, "entries");
+    if (fd < 0) rc = fd;
+    else close(fd);
   }
+  if (rc == 0 && faccessat(root, "tmp", W_OK, 0) != 0) rc = -errno;
   if (rc != 0) {
+    if (root >= 0) close(root);
     warn_memory_only(c->dir, strerror(-rc));
     return COLLGEN_OK;
   }
   c->disk = 1;
   /* Temp files older than an hour are leftovers of writers that died between
-  ** mkstemp and rename; younger ones may belong to a live writer. */
-  remove_temp_files(c->dir, 3600);
+  ** creating and renaming them; younger ones may belong to a live writer. */
+  remove_temp_files(root, 3600);
+  close(root);
   return COLLGEN_OK;
 }
 
@@ -133,12 +235,8 @@ const collgen__entry *collgen__cache_find_memory(collgen__cache *c,
   return NULL;
 }
 
-static void entry_path(const collgen__cache *c, const uint8_t key[32],
-                       char *path, size_t n, int dir_only) {
-  char hex[65];
-  collgen__hex(key, hex);
-  if (dir_only) snprintf(path, n, "%s/entries/%.2s", c->dir, hex);
-  else snprintf(path, n, "%s/entries/%.2s/%s", c->dir, hex, hex);
+static void entry_path(const char *dir, const char *hex, char *path, size_t n) {
+  snprintf(path, n, "%s/entries/%.2s/%s", dir, hex, hex);
 }
 
 static int read_all(int fd, void *buf, size_t n) {
@@ -153,34 +251,89 @@ static int read_all(int fd, void *buf, size_t n) {
   return 0;
 }
 
-int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
-                             size_t n) {
+static int hex_value(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  return -1;
+}
+
+/* The key an entry file must hold: its name is the lowercase hex key and
+** its shard the first two digits. Returns 0 or -1. */
+static int key_of_name(const char *shard, const char *name, uint8_t key[32]) {
+  if (strlen(name) != 64 || strncmp(shard, name, 2) != 0 || shard[2] != 0) return -1;
+  for (int i = 0; i < 32; ++i) {
+    int hi = hex_value(name[2 * i]), lo = hex_value(name[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    key[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return 0;
+}
+
+enum { LOAD_OK, LOAD_MISSING, LOAD_BAD };
+
+/* The one test of an entry file, used by the loader, ls/verify and
+** collgen__cache_read_file: `name` in the directory shardfd (the shard
+** called `shard`) is opened without following a link or blocking, must be
+** a regular file named after its key, with magic, format, header size,
+** total size, checksum and key all right. On LOAD_OK fills *e (the caller
+** frees e->cubin) and, when fd_out is given, hands over the open fd. On
+** LOAD_BAD writes the reason into err and, when seen is given, the stat of
+** what was examined (fstat of the open file, else its lstat), so that a
+** removal can check it is still the same file. */
+static int load_entry(int shardfd, const char *shard, const char *name,
+                      collgen__entry *e, char *err, size_t n, int *fd_out,
+                      struct stat *seen) {
   memset(e, 0, sizeof *e);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return collgen__fail(err, n, COLLGEN_ERR_CACHE, "missing");
+  if (seen) memset(seen, 0, sizeof *seen);
+  uint8_t want[32];
+  if (key_of_name(shard, name, want) != 0) {
+    if (seen) fstatat(shardfd, name, seen, AT_SYMLINK_NOFOLLOW);
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "file name is not an entry key of this shard");
+    return LOAD_BAD;
+  }
+  int fd = openat(shardfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int er = errno;
+    if (er == ENOENT) {
+      collgen__fail(err, n, COLLGEN_ERR_CACHE, "missing");
+      return LOAD_MISSING;
+    }
+    if (seen) fstatat(shardfd, name, seen, AT_SYMLINK_NOFOLLOW);
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "%s",
+                  er == ELOOP ? "a symbolic link, not a regular file" : strerror(er));
+    return LOAD_BAD;
+  }
   struct stat st;
   disk_header h;
-  int rc = COLLGEN_ERR_CACHE;
+  int rc = LOAD_BAD;
   uint8_t *payload = NULL;
-  if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof h ||
-      read_all(fd, &h, sizeof h) != 0) {
-    collgen__fail(err, n, rc, "truncated header");
+  if (fstat(fd, &st) != 0) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "cannot stat: %s", strerror(errno));
+    goto out;
+  }
+  if (seen) *seen = st;
+  if (!S_ISREG(st.st_mode)) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "not a regular file");
+    goto out;
+  }
+  if ((size_t)st.st_size < sizeof h || read_all(fd, &h, sizeof h) != 0) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "truncated header");
     goto out;
   }
   if (memcmp(h.magic, MAGIC, 8) != 0 || h.format != COLLGEN_CACHE_FORMAT ||
       h.header_bytes != sizeof h) {
-    collgen__fail(err, n, rc, "bad magic or format version");
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "bad magic or format version");
     goto out;
   }
-  if ((uint64_t)st.st_size != sizeof h + h.payload_bytes) {
-    collgen__fail(err, n, rc, "size %lld does not match header (%llu)",
-                  (long long)st.st_size,
-                  (unsigned long long)(sizeof h + h.payload_bytes));
+  /* Compared without forming sizeof h + payload_bytes, which may wrap. */
+  if ((uint64_t)st.st_size - sizeof h != h.payload_bytes) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "size %lld does not match header (%zu + %llu)",
+                  (long long)st.st_size, sizeof h, (unsigned long long)h.payload_bytes);
     goto out;
   }
   payload = malloc(h.payload_bytes ? h.payload_bytes : 1);
   if (!payload || read_all(fd, payload, h.payload_bytes) != 0) {
-    collgen__fail(err, n, rc, "cannot read payload");
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "cannot read payload");
     goto out;
   }
   collgen__sha256_ctx s;
@@ -191,7 +344,11 @@ int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
   collgen__sha256_update(&s, payload, h.payload_bytes);
   collgen__sha256_final(&s, sum);
   if (memcmp(sum, h.checksum, 32) != 0) {
-    collgen__fail(err, n, rc, "checksum mismatch");
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "checksum mismatch");
+    goto out;
+  }
+  if (memcmp(h.key, want, 32) != 0) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "key in header does not match file name");
     goto out;
   }
   memcpy(e->key, h.key, 32);
@@ -206,11 +363,54 @@ int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
   e->kernel[sizeof e->kernel - 1] = 0;
   memcpy(e->canonical, h.canonical, sizeof e->canonical);
   e->canonical[sizeof e->canonical - 1] = 0;
-  rc = COLLGEN_OK;
+  rc = LOAD_OK;
 out:
   free(payload);
-  close(fd);
+  if (rc == LOAD_OK && fd_out) *fd_out = fd;
+  else close(fd);
   return rc;
+}
+
+/* Splits "<root>/entries/<shard>/<name>" and opens the shard without
+** following links below root. Returns an fd (shard and *name filled) or -1
+** (errno set; EINVAL when the path has no such shape). */
+static int open_shard_of(const char *path, char shard[3], const char **name) {
+  const char *s3 = strrchr(path, '/');
+  if (!s3 || s3 == path) goto bad;
+  const char *s2 = memrchr(path, '/', (size_t)(s3 - path));
+  if (!s2 || s3 - s2 != 3) goto bad;
+  const char *s1 = memrchr(path, '/', (size_t)(s2 - path));
+  const char *ent = s1 ? s1 + 1 : path;
+  if (s2 - ent != 7 || strncmp(ent, "entries", 7) != 0) goto bad;
+  char root[4096];
+  if (!s1) snprintf(root, sizeof root, ".");
+  else if (s1 == path) snprintf(root, sizeof root, "/");
+  else if (snprintf(root, sizeof root, "%.*s", (int)(s1 - path), path) >= (int)sizeof root)
+    goto bad;
+  shard[0] = s2[1];
+  shard[1] = s2[2];
+  shard[2] = 0;
+  *name = s3 + 1;
+  return open_shard(root, shard);
+bad:
+  errno = EINVAL;
+  return -1;
+}
+
+int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
+                             size_t n) {
+  memset(e, 0, sizeof *e);
+  char shard[3];
+  const char *name;
+  int sfd = open_shard_of(path, shard, &name);
+  if (sfd < 0)
+    return collgen__fail(err, n, COLLGEN_ERR_CACHE, "%s",
+                         errno == EINVAL ? "not a path <dir>/entries/<shard>/<key>"
+                         : errno == ELOOP ? "a shard folder is a symbolic link"
+                                          : strerror(errno));
+  int rc = load_entry(sfd, shard, name, e, err, n, NULL, NULL);
+  close(sfd);
+  return rc == LOAD_OK ? COLLGEN_OK : COLLGEN_ERR_CACHE;
 }
 
 static collgen__entry *insert_memory(collgen__cache *c, collgen__entry *e) {
@@ -219,42 +419,122 @@ static collgen__entry *insert_memory(collgen__cache *c, collgen__entry *e) {
   return e;
 }
 
+/* Removes a bad entry (see remove_if_safe) and logs it under `path`. */
+static void discard(int shardfd, const char *name, const char *path, const char *why,
+                    const struct stat *seen) {
+  int removed = remove_if_safe(shardfd, name, seen);
+  collgen__log(COLLGEN_LOG_INFO, "%s cache entry %s: %s", removed ? "discarding" : "ignoring",
+               path, why);
+}
+
 const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
                                                const uint8_t key[32],
                                                int nvrtc_major, int nvrtc_minor) {
   if (!c->disk) return NULL;
-  char path[4300], why[256];
-  entry_path(c, key, path, sizeof path, 0);
+  char hex[65], shard[3], why[256];
+  collgen__hex(key, hex);
+  snprintf(shard, sizeof shard, "%.2s", hex);
+  int sfd = open_shard(c->dir, shard);
+  if (sfd < 0) return NULL;
   collgen__entry tmp;
-  int rc = collgen__cache_read_file(path, &tmp, why, sizeof why);
-  if (rc == COLLGEN_OK && memcmp(tmp.key, key, 32) != 0) {
-    rc = COLLGEN_ERR_CACHE;
-    snprintf(why, sizeof why, "key in header does not match file name");
-  }
-  if (rc == COLLGEN_OK && nvrtc_major >= 0 &&
+  struct stat seen;
+  int fd = -1;
+  int rc = load_entry(sfd, shard, hex, &tmp, why, sizeof why, &fd, &seen);
+  if (rc == LOAD_OK && nvrtc_major >= 0 &&
       (tmp.nvrtc_major != nvrtc_major || tmp.nvrtc_minor != nvrtc_minor)) {
-    rc = COLLGEN_ERR_CACHE;
+    rc = LOAD_BAD;
     snprintf(why, sizeof why, "built by NVRTC %d.%d", tmp.nvrtc_major, tmp.nvrtc_minor);
   }
-  if (rc != COLLGEN_OK) {
-    if (access(path, F_OK) == 0) {
-      collgen__log(COLLGEN_LOG_INFO, "discarding cache entry %s: %s", path, why);
-      unlink(path);
+  if (rc != LOAD_OK) {
+    if (rc == LOAD_BAD) {
+      char path[4300];
+      entry_path(c->dir, hex, path, sizeof path);
+      discard(sfd, hex, path, why, &seen);
     }
+    if (fd >= 0) close(fd);
+    close(sfd);
     free(tmp.cubin);
     return NULL;
   }
+  close(sfd);
   /* Bump atime for LRU; leave mtime alone. Failure is harmless. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
-    futimens(fd, ts);
-    close(fd);
-  }
+  struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+  futimens(fd, ts);
+  close(fd);
   collgen__entry *e = malloc(sizeof *e);
   if (!e) { free(tmp.cubin); return NULL; }
   *e = tmp;
   return insert_memory(c, e);
+}
+
+/* Writes `size` bytes as `name` in dstfd atomically: a fresh file in tmpfd
+** (O_CREAT|O_EXCL|O_NOFOLLOW, random name), write, fsync, renameat. Returns
+** 0 or -errno. */
+static int write_atomic_at(int tmpfd, int dstfd, const char *name, const void *data,
+                           size_t size) {
+  static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  char tmp[32];
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    unsigned char r[6];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+      /* no entropy yet: time, pid and attempt still differ between writers */
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      uint64_t x = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 30) ^
+                   ((uint64_t)getpid() << 40) ^ ((uint64_t)attempt * 0x9e3779b97f4a7c15ULL);
+      for (int i = 0; i < 6; ++i) r[i] = (unsigned char)(x >> (8 * i));
+    }
+    snprintf(tmp, sizeof tmp, "entry.");
+    for (int i = 0; i < 6; ++i) tmp[6 + i] = digits[r[i] % (sizeof digits - 1)];
+    tmp[12] = 0;
+    fd = openat(tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) return -errno;
+  }
+  if (fd < 0) return -EEXIST;
+  const char *p = data;
+  size_t left = size;
+  int rc = 0;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      rc = -errno;
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;
+  if (close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && renameat(tmpfd, tmp, dstfd, name) != 0) rc = -errno;
+  if (rc != 0) unlinkat(tmpfd, tmp, 0);
+  return rc;
+}
+
+/* Writes one entry file under c->dir, recreating missing directories (0700)
+** and replacing a symlink where a directory belongs. Returns 0 or -errno. */
+static int write_entry(collgen__cache *c, const char *hex, const void *buf, size_t size) {
+  char shard[3];
+  snprintf(shard, sizeof shard, "%.2s", hex);
+  int root = open_root(c->dir);
+  if (root < 0) {
+    int rc = mkdirs_private(c->dir);
+    if (rc != 0) return rc;
+    root = open_root(c->dir);
+    if (root < 0) return -errno;
+  }
+  int rc = 0, tmpfd = -1, entries = -1, sfd = -1;
+  if ((tmpfd = ensure_subdir(root, "tmp")) < 0) rc = tmpfd;
+  else if ((entries = ensure_subdir(root, "entries")) < 0) rc = entries;
+  else if ((sfd = ensure_subdir(entries, shard)) < 0) rc = sfd;
+  else rc = write_atomic_at(tmpfd, sfd, hex, buf, size);
+  if (sfd >= 0) close(sfd);
+  if (entries >= 0) close(entries);
+  if (tmpfd >= 0) close(tmpfd);
+  close(root);
+  return rc;
 }
 
 const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
@@ -285,12 +565,10 @@ const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
   if (!buf) return e;
   memcpy(buf, &h, sizeof h);
   memcpy(buf + sizeof h, e->cubin, e->size);
-  char dir[4300], path[4300], tmpdir[4200];
-  entry_path(c, e->key, dir, sizeof dir, 1);
-  entry_path(c, e->key, path, sizeof path, 0);
-  snprintf(tmpdir, sizeof tmpdir, "%s/tmp", c->dir);
-  int rc = collgen__mkdirs(dir);
-  if (rc == 0) rc = collgen__write_atomic(tmpdir, path, buf, total);
+  char hex[65], path[4300];
+  collgen__hex(e->key, hex);
+  entry_path(c->dir, hex, path, sizeof path);
+  int rc = write_entry(c, hex, buf, total);
   free(buf);
   if (rc != 0) {
     collgen__log(COLLGEN_LOG_WARN, "cannot write cache entry %s: %s",
@@ -302,34 +580,136 @@ const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
   return e;
 }
 
-int collgen__cache_walk(const char *dir, collgen__cache_walk_fn cb, void *ctx) {
-  char top[4200];
-  snprintf(top, sizeof top, "%s/entries", dir);
-  DIR *d = opendir(top);
-  if (!d) return -1;
+/* ---- Walking the tree ------------------------------------------------- */
+
+/* One thing found under <dir>/entries: either directly in it (shard NULL:
+** anything but a directory, which is walked as a shard) or inside a shard
+** (anything at all). `st` is its lstat; dirfd the directory holding it. */
+typedef struct {
+  int dirfd;
+  const char *shard, *name, *path;
+  struct stat st;
+} tree_item;
+
+typedef void (*tree_fn)(const tree_item *it, void *ctx);
+
+/* Calls fn for every item under <dir>/entries, descending only into real
+** directories (never through a link). Returns 0, or -errno when entries/
+** cannot be opened (-ELOOP/-ENOTDIR: it is not a real directory). */
+static int walk_tree(const char *dir, tree_fn fn, void *ctx) {
+  int root = open_root(dir);
+  if (root < 0) return -errno;
+  int top = open_subdir(root, "entries");
+  int er = errno;
+  close(root);
+  if (top < 0) return -er;
+  DIR *d = fdopendir(top);
+  if (!d) {
+    er = errno;
+    close(top);
+    return -er;
+  }
   struct dirent *de;
-  int count = 0;
   while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] == '.') continue;
-    char sub[4500];
-    snprintf(sub, sizeof sub, "%s/%s", top, de->d_name);
-    DIR *s = opendir(sub);
-    if (!s) continue;
+    if (de->d_name[0] == '.') continue; /* ".", ".." and hidden names (.nfs*) */
+    tree_item it = {top, NULL, de->d_name, NULL, {0}};
+    char spath[4400];
+    snprintf(spath, sizeof spath, "%s/entries/%s", dir, de->d_name);
+    it.path = spath;
+    if (fstatat(top, de->d_name, &it.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISDIR(it.st.st_mode)) {
+      fn(&it, ctx);
+      continue;
+    }
+    int sfd = open_subdir(top, de->d_name);
+    if (sfd < 0) continue; /* replaced since the fstatat */
+    DIR *s = fdopendir(sfd);
+    if (!s) {
+      close(sfd);
+      continue;
+    }
     struct dirent *fe;
     while ((fe = readdir(s)) != NULL) {
       if (fe->d_name[0] == '.') continue;
       char path[4800];
-      struct stat st;
-      snprintf(path, sizeof path, "%s/%s", sub, fe->d_name);
-      if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      cb(path, (int64_t)st.st_size, (int64_t)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec, ctx);
-      ++count;
+      tree_item e = {sfd, de->d_name, fe->d_name, path, {0}};
+      snprintf(path, sizeof path, "%s/%s", spath, fe->d_name);
+      if (fstatat(sfd, fe->d_name, &e.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      fn(&e, ctx);
     }
     closedir(s);
   }
   closedir(d);
-  return count;
+  return 0;
 }
+
+static int64_t atime_ns(const struct stat *st) {
+  return (int64_t)st->st_atim.tv_sec * 1000000000LL + st->st_atim.tv_nsec;
+}
+
+typedef struct {
+  collgen__cache_walk_fn cb;
+  void *ctx;
+  int count;
+} regular_walk;
+
+static void visit_regular(const tree_item *it, void *ctx) {
+  regular_walk *w = ctx;
+  if (!it->shard || !S_ISREG(it->st.st_mode)) return;
+  w->cb(it->path, (int64_t)it->st.st_size, atime_ns(&it->st), w->ctx);
+  w->count++;
+}
+
+int collgen__cache_walk(const char *dir, collgen__cache_walk_fn cb, void *ctx) {
+  regular_walk w = {cb, ctx, 0};
+  if (walk_tree(dir, visit_regular, &w) != 0) return -1;
+  return w.count;
+}
+
+typedef struct {
+  int remove_bad;
+  collgen__cache_check_fn cb;
+  void *ctx;
+  int bad;
+} check_walk;
+
+static void visit_check(const tree_item *it, void *ctx) {
+  check_walk *w = ctx;
+  char why[256];
+  int64_t size = S_ISREG(it->st.st_mode) ? (int64_t)it->st.st_size : 0;
+  if (it->shard && S_ISREG(it->st.st_mode)) {
+    collgen__entry e;
+    struct stat seen;
+    int rc = load_entry(it->dirfd, it->shard, it->name, &e, why, sizeof why, NULL, &seen);
+    if (rc == LOAD_MISSING) return; /* removed since the readdir (eviction, clear) */
+    if (rc == LOAD_OK) {
+      w->cb(it->path, size, &e, NULL, 0, w->ctx);
+      free(e.cubin);
+      return;
+    }
+    int removed = w->remove_bad && remove_if_safe(it->dirfd, it->name, &seen);
+    w->bad++;
+    w->cb(it->path, size, NULL, why, removed, w->ctx);
+    return;
+  }
+  snprintf(why, sizeof why, "%s",
+           S_ISLNK(it->st.st_mode)  ? "a symbolic link, not followed"
+           : S_ISREG(it->st.st_mode) ? "a file where a shard folder belongs"
+           : S_ISDIR(it->st.st_mode) ? "a folder where an entry belongs"
+                                     : "not a regular file");
+  int removed = w->remove_bad && remove_if_safe(it->dirfd, it->name, &it->st);
+  w->bad++;
+  w->cb(it->path, size, NULL, why, removed, w->ctx);
+}
+
+int collgen__cache_check(const char *dir, int remove_bad, collgen__cache_check_fn cb,
+                         void *ctx) {
+  check_walk w = {remove_bad, cb, ctx, 0};
+  int rc = walk_tree(dir, visit_check, &w);
+  return rc != 0 ? rc : w.bad;
+}
+
+/* ---- Eviction and clearing ------------------------------------------- */
 
 typedef struct {
   char (*paths)[4800];
@@ -343,10 +723,10 @@ static void collect(const char *path, int64_t size, int64_t atime, void *ctx) {
   if (l->n == l->cap) {
     int cap = l->cap ? l->cap * 2 : 64;
     void *p = realloc(l->paths, (size_t)cap * sizeof *l->paths);
-    void *s = realloc(l->sizes, (size_t)cap * sizeof *l->sizes);
-    void *a = realloc(l->atimes, (size_t)cap * sizeof *l->atimes);
     if (p) l->paths = p;
+    void *s = realloc(l->sizes, (size_t)cap * sizeof *l->sizes);
     if (s) l->sizes = s;
+    void *a = realloc(l->atimes, (size_t)cap * sizeof *l->atimes);
     if (a) l->atimes = a;
     if (!p || !s || !a) return;
     l->cap = cap;
@@ -356,6 +736,21 @@ static void collect(const char *path, int64_t size, int64_t atime, void *ctx) {
   l->atimes[l->n] = atime;
   l->total += size;
   l->n++;
+}
+
+/* Removes the entry at `path` (as walked) if it is still a regular file of
+** `size` bytes last read at `atime`. Returns 1 when removed. */
+static int evict_one(const char *path, int64_t size, int64_t atime) {
+  char shard[3];
+  const char *name;
+  int sfd = open_shard_of(path, shard, &name);
+  if (sfd < 0) return 0;
+  struct stat st;
+  int removed = fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                st.st_size == size && atime_ns(&st) == atime &&
+                unlinkat(sfd, name, 0) == 0;
+  close(sfd);
+  return removed;
 }
 
 int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep) {
@@ -371,11 +766,7 @@ int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep) {
     if (oldest < 0) break;
     /* Delete only if the file is as we saw it: a replaced entry (rename) or
     ** one read since (a hit bumps atime) is left alone. */
-    struct stat st;
-    if (stat(l.paths[oldest], &st) == 0 && st.st_size == l.sizes[oldest] &&
-        (int64_t)st.st_atim.tv_sec * 1000000000LL + st.st_atim.tv_nsec == l.atimes[oldest] &&
-        unlink(l.paths[oldest]) == 0)
-      ++removed;
+    removed += evict_one(l.paths[oldest], l.sizes[oldest], l.atimes[oldest]);
     l.total -= l.sizes[oldest];
     l.sizes[oldest] = -1;
   }
@@ -385,15 +776,17 @@ int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep) {
   return removed;
 }
 
-static void remove_file(const char *path, int64_t size, int64_t atime, void *ctx) {
-  COLLGEN_UNUSED(size);
-  COLLGEN_UNUSED(atime);
-  if (unlink(path) == 0) ++*(int *)ctx;
+static void clear_item(const tree_item *it, void *ctx) {
+  *(int *)ctx += remove_if_safe(it->dirfd, it->name, &it->st);
 }
 
 int collgen__cache_clear(const char *dir) {
   int removed = 0;
-  collgen__cache_walk(dir, remove_file, &removed);
-  remove_temp_files(dir, -1);
+  walk_tree(dir, clear_item, &removed);
+  int root = open_root(dir);
+  if (root >= 0) {
+    remove_temp_files(root, -1);
+    close(root);
+  }
   return removed;
 }

@@ -26,9 +26,10 @@ typedef struct collgen__entry {
 
 typedef struct collgen__cache collgen__cache;
 
-/* Opens a cache at `dir` (NULL = default location). An unusable directory
-** gives a memory-only cache and one warning on stderr; this never fails
-** except for lack of memory. */
+/* Opens a cache at `dir` (NULL = default location), creating missing
+** folders 0700 (a symlink where entries/ or tmp/ belongs is replaced by a
+** folder). An unusable directory gives a memory-only cache and one warning
+** on stderr; this never fails except for lack of memory. */
 int collgen__cache_open(collgen__cache **out, const char *dir);
 void collgen__cache_close(collgen__cache *c);
 /* The directory in use, or NULL when memory-only. */
@@ -39,7 +40,10 @@ const collgen__entry *collgen__cache_find_memory(collgen__cache *c,
                                                  const uint8_t key[32]);
 /* Disk lookup: on a valid entry loads it into memory and returns it. A
 ** corrupt, truncated or mismatched entry is deleted and counts as a miss
-** (NULL). `nvrtc_major` >= 0 also rejects entries built by another NVRTC. */
+** (NULL), as is anything that is not a regular file (a symlink is removed,
+** never followed; a FIFO or device is left alone and never opened for a
+** blocking read). `nvrtc_major` >= 0 also rejects entries built by another
+** NVRTC. The checks are those of collgen__cache_read_file. */
 const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
                                                const uint8_t key[32],
                                                int nvrtc_major, int nvrtc_minor);
@@ -48,16 +52,38 @@ const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
 ** beyond $COLLGEN_CACHE_MAX_BYTES. Disk failures only warn. */
 const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e);
 
-/* Reads and verifies one entry file. Returns 0 and fills *e (caller frees
-** e->cubin) or a negative code with a reason in err. */
+/* Reads and verifies one entry file <dir>/entries/<shard>/<key> with the
+** loader's own checks: no link is followed below <dir>, the file must be a
+** regular file (opened without blocking) named after the key in its header,
+** with the right magic, format, sizes and checksum. Returns 0 and fills *e
+** (caller frees e->cubin) or a negative code with a reason in err. */
 int collgen__cache_read_file(const char *path, collgen__entry *e, char *err,
                              size_t n);
 
-/* Walks every entry file under dir: cb(path, size, atime, ctx). */
+/* Walks every regular entry file under dir: cb(path, size, atime, ctx).
+** Never follows a link below dir; anything that is not a regular file is
+** skipped. Returns the number of files, or -1 without an entries folder. */
 typedef void (*collgen__cache_walk_fn)(const char *path, int64_t size,
                                        int64_t atime, void *ctx);
 int collgen__cache_walk(const char *dir, collgen__cache_walk_fn cb, void *ctx);
-/* Removes all entries and temp files under dir. Returns removed count. */
+
+/* Checks everything under <dir>/entries as the loader would (`cache ls`
+** and `cache verify`). For each item: cb(path, size, e, why, removed, ctx)
+** with e the valid entry (valid only during the call) and why NULL, or e
+** NULL and why the reason it is bad: a file that fails the loader's
+** checks, a symlink (never followed), a FIFO, device or stray folder. With
+** remove_bad, bad regular files and symlinks (the links themselves) are
+** removed, and `removed` says so; other kinds are left in place. Returns
+** the number of bad items, or -errno when <dir>/entries cannot be opened
+** (-ENOENT: none; -ELOOP / -ENOTDIR: not a real folder). */
+typedef void (*collgen__cache_check_fn)(const char *path, int64_t size,
+                                        const collgen__entry *e, const char *why,
+                                        int removed, void *ctx);
+int collgen__cache_check(const char *dir, int remove_bad, collgen__cache_check_fn cb,
+                         void *ctx);
+/* Removes all entries and temp files under dir: regular files and
+** symlinks (the links themselves), never through a link. Returns the
+** number removed from entries/. */
 int collgen__cache_clear(const char *dir);
 /* Evicts least-recently-used entries until the total is <= max_bytes,
 ** sparing `keep` (may be NULL). Returns the number removed. */

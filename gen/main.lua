@@ -2,6 +2,8 @@
 -- `import`, `read_source`, `compile_chunk` and the `catalog` table (ops,
 -- dtypes, archs, device limits and struct layouts: src/lua_catalog.h) come
 -- from the C host; there is no io, os, load or require in this environment.
+-- The environment, string, math, table and catalog are read-only, and every
+-- call runs within the sandbox's time and memory budgets (docs/templates.md).
 
 local planner = import("planner")
 local template = import("template")
@@ -33,18 +35,28 @@ function M.canonical(spec) return planner.canonical(spec) end
 -- Every kernel the planner can pick for a shape class (planner.variants).
 function M.variants(class) return planner.variants(class) end
 
--- Renders the CUDA C of a spec. `line_directives` adds #line directives
--- pointing at the templates.
-function M.render(spec, line_directives)
+-- The template variables of a spec (a fresh table per render).
+local function vars_of(spec)
   local d = catalog.dtypes[spec.dtype]
   if not d then error("planner: unknown dtype '" .. tostring(spec.dtype) .. "'", 0) end
-  local vars = {
+  return {
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
     COLS = spec.cols, ITEMS = spec.items, algo = spec.algo,
     abi = catalog.abi,
   }
-  return renderer.render(spec.template, vars, line_directives)
+end
+
+-- Renders the CUDA C of a spec. `line_directives` adds #line directives
+-- pointing at the templates.
+function M.render(spec, line_directives)
+  return renderer.render(spec.template, vars_of(spec), line_directives)
+end
+
+-- Renders template text with the variables of a spec, for tests and the
+-- fuzzer (src/lua_host.h, collgen__lua_render_text).
+function M.render_text(spec, text, line_directives)
+  return renderer.render_text(text, vars_of(spec), line_directives)
 end
 
 return M

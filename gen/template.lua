@@ -62,25 +62,32 @@ function M.translate(text, name)
   return table.concat(out, "\n") .. "\n"
 end
 
+-- The name under which R.render_text compiles its text (never a file).
+M.TEXT_NAME = "<text>"
+
 -- Creates a renderer. `load_text(name)` returns a template's text;
--- `compile_chunk(code, chunkname, env)` loads Lua text with the given _ENV.
+-- `compile_chunk(code, chunkname)` loads Lua text (the chunk binds its
+-- environment from its argument).
 function M.new(load_text, compile_chunk, utils)
   local R = { cache = {} }
+
+  local function compile(text, name)
+    return compile_chunk(M.translate(text, name), "@templates/" .. name)
+  end
 
   local function chunk_for(name)
     local fn = R.cache[name]
     if not fn then
       local text = load_text("templates/" .. name)
       if not text then error("no template named '" .. name .. "'", 0) end
-      fn = compile_chunk(M.translate(text, name), "@templates/" .. name)
+      fn = compile(text, name)
       R.cache[name] = fn
     end
     return fn
   end
 
-  -- Renders template `name` with variables `vars`. `line_directives` turns
-  -- #line output on or off. Returns the CUDA C text.
-  function R.render(name, vars, line_directives)
+  -- Renders the template `name` (compiled: `top`) with variables `vars`.
+  local function render(name, top, vars, line_directives)
     local out = {}
     local cur_file, next_line = nil, -1
     local env
@@ -97,8 +104,8 @@ function M.new(load_text, compile_chunk, utils)
       return tostring(v)
     end
 
-    local function run(tname)
-      local fn = chunk_for(tname)
+    local function run(tname, fn)
+      fn = fn or chunk_for(tname)
       local emit = function(lineno, ...)
         local text = table.concat({...})
         if line_directives and (cur_file ~= tname or next_line ~= lineno) then
@@ -125,8 +132,20 @@ function M.new(load_text, compile_chunk, utils)
       end,
     }
     env = setmetatable({ __str = str, include = function(n) run(n) end }, mt)
-    run(name)
+    run(name, top)
     return table.concat(out, "\n") .. "\n"
+  end
+
+  -- Renders template `name` with variables `vars`. `line_directives` turns
+  -- #line output on or off. Returns the CUDA C text.
+  function R.render(name, vars, line_directives)
+    return render(name, chunk_for(name), vars, line_directives)
+  end
+
+  -- Renders template text (not a file of the tree; it may include them)
+  -- as R.render would; its errors name "templates/<text>".
+  function R.render_text(text, vars, line_directives)
+    return render(M.TEXT_NAME, compile(text, M.TEXT_NAME), vars, line_directives)
   end
 
   return R

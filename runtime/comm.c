@@ -137,10 +137,10 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   ** made none current (found by the one-rank GPU test). */
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
   COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc((void **)&c->errors,
-                                             sizeof(unsigned int) * COLLGEN_ERROR_WORDS * COLLGEN_MAX_DEVICES,
+                                             sizeof(unsigned int) * COLLGEN_HOST_WORDS,
                                              CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
                   rc, c->err, sizeof c->err, fail);
-  memset(c->errors, 0, sizeof(unsigned int) * COLLGEN_ERROR_WORDS * COLLGEN_MAX_DEVICES);
+  memset(c->errors, 0, sizeof(unsigned int) * COLLGEN_HOST_WORDS);
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
   COLLGEN_CU_GOTO(collgen__cu.cuMemHostGetDevicePointer(&c->errors_dev, c->errors, 0), rc, c->err,
                   sizeof c->err, fail);
@@ -187,27 +187,4 @@ int collgen_comm_info(collgen_comm_t *c, collgen_comm_info_t *info) {
     }
   }
   return COLLGEN_OK;
-}
-
-int collgen__comm_check_errors(collgen_comm_t *c) {
-  for (int r = 0; r < c->ndev; ++r) {
-    volatile unsigned int *e = c->errors + r * COLLGEN_ERROR_WORDS;
-    if (e[0] == 0) continue;
-    /* e[1] is the waiting rank's group rank, e[2] the missing peer's: map
-    ** both back to communicator ranks through the waiting rank r. */
-    unsigned int group_base = (unsigned)r - e[1];
-    unsigned int peer = group_base + e[2];
-    int peer_dev = peer < (unsigned)c->ndev ? c->devices[peer] : -1;
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_TIMEOUT,
-                         "rank %d (device %d) waited more than %d ms in block %u for "
-                         "rank %u (device %d), which never arrived; this "
-                         "communicator is unusable now, destroy it",
-                         r, c->devices[r], c->timeout_ms, e[3], peer, peer_dev);
-  }
-  return COLLGEN_OK;
-}
-
-int collgen_comm_check(collgen_comm_t *c) {
-  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
-  return collgen__comm_check_errors(c);
 }

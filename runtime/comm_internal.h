@@ -24,7 +24,7 @@ struct collgen_comm {
   int p2p[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
   int nvlink[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
   CUdeviceptr signal[COLLGEN_MAX_DEVICES];  /* one per rank */
-  unsigned int *errors;                     /* host-mapped, 4 words per rank */
+  unsigned int *errors;   /* host-mapped: a status record per rank slot */
   CUdeviceptr errors_dev;
   int timeout_ms, max_blocks;
   unsigned launch_mask;
@@ -34,6 +34,10 @@ struct collgen_comm {
   char err[COLLGEN_ERRBUF];
 };
 
-/* Returns COLLGEN_ERR_TIMEOUT with a message if a kernel recorded one. */
+/* Host-mapped words: COLLGEN_STATUS_WORDS per rank slot. */
+#define COLLGEN_HOST_WORDS (COLLGEN_STATUS_WORDS * COLLGEN_MAX_DEVICES)
+
+/* COLLGEN_ERR_TIMEOUT when a kernel gave up waiting (message in c->err),
+** else COLLGEN_OK. */
 int collgen__comm_check_errors(collgen_comm_t *c);
 #endif

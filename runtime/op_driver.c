@@ -21,7 +21,7 @@ static const collgen__op_runtime *const runtimes[] = {
 #undef RT_ENTRY
 };
 
-static const collgen__op_runtime *runtime_of(collgen_op_t op) {
+const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op) {
   if ((unsigned)op >= sizeof runtimes / sizeof runtimes[0]) return NULL;
   return runtimes[op];
 }
@@ -123,31 +123,29 @@ static void common_shape(const collgen_comm_t *c, const collgen__call *call, col
   s->max_blocks = c->max_blocks;
 }
 
-/* Plans group [base, base+size) with its first rank's arch, fetches the
-** cubin and loads it on every rank of the group. */
-static int prepare_group(collgen_comm_t *c, collgen__group *g, int base, int size,
-                         launch_set *ls) {
+int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
+                           CUfunction *fn, int *grid, int *block) {
   for (int r = base; r < base + size; ++r)
     if (strcmp(c->arch[r], c->arch[base]) != 0)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
                            "ranks %d and %d of one group have different archs (%s, %s)",
                            base, r, c->arch[base], c->arch[r]);
-  _Static_assert(sizeof g->shape.arch == sizeof c->arch[0], "arch strings differ in size");
-  memcpy(g->shape.arch, c->arch[base], sizeof g->shape.arch);
+  _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
+  memcpy(shape->arch, c->arch[base], sizeof shape->arch);
   collgen_plan_t spare;
   const collgen_plan_t *plan = NULL;
   const struct collgen__entry *entry = NULL;
-  int rc = collgen__resolve_kernel(c->gen, &g->shape, &spare, &plan, &entry);
+  int rc = collgen__resolve_kernel(c->gen, shape, &spare, &plan, &entry);
   if (rc != COLLGEN_OK) {
     snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
     return rc;
   }
   for (int r = base; r < base + size; ++r) {
-    rc = collgen__kernel_load(c, r, entry, &ls->fn[r]);
+    rc = collgen__kernel_load(c, r, entry, &fn[r]);
     if (rc != COLLGEN_OK) return rc;
   }
-  ls->grid = plan->grid;
-  ls->block = plan->block;
+  if (grid) *grid = plan->grid;
+  if (block) *block = plan->block;
   return COLLGEN_OK;
 }
 
@@ -157,7 +155,7 @@ static void common_params(const collgen_comm_t *c, int base, int size, int r,
   memset(kp, 0, sizeof *kp);
   for (int g = 0; g < size; ++g) kp->signal[g] = (void *)(uintptr_t)c->signal[base + g];
   kp->error = (unsigned int *)(uintptr_t)(c->errors_dev +
-                                          sizeof(unsigned int) * COLLGEN_ERROR_WORDS * (size_t)r);
+                                          sizeof(unsigned int) * COLLGEN_STATUS_WORDS * (size_t)r);
   kp->timeout_ns = (unsigned long long)c->timeout_ms * 1000000ull;
   kp->rank = (unsigned)(r - base);
   kp->group_base = (unsigned)base;
@@ -199,7 +197,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
   c->err[0] = 0;
   int rc = collgen__comm_check_errors(c);
   if (rc != COLLGEN_OK) return rc;
-  const collgen__op_runtime *rt = runtime_of(call->op);
+  const collgen__op_runtime *rt = collgen__op_runtime_find(call->op);
   if (!rt)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "unknown op %d",
                          (int)call->op);
@@ -231,7 +229,8 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
   for (int grp = 0; grp < ngroups; ++grp) {
     if (groups[grp].empty) continue;
     const int base = grp * size;
-    rc = prepare_group(c, &groups[grp], base, size, &sets[grp]);
+    rc = collgen__group_prepare(c, &groups[grp].shape, base, size, sets[grp].fn, &sets[grp].grid,
+                                &sets[grp].block);
     if (rc != COLLGEN_OK) return rc;
     for (int r = base; r < base + size; ++r) {
       common_params(c, base, size, r, &sets[grp].kp[r]);

@@ -85,6 +85,16 @@ COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 ** when c is NULL) saying why; on error nothing was launched or written. */
 int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 
+/* The descriptor of an op, or NULL for an unknown one. */
+const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
+
+/* Plans `shape` (arch set here from rank base) for the group [base,
+** base+size), fetches its cubin through the cache and loads it on every
+** rank of the group: fn[r] for each rank; *grid and *block when not NULL.
+** Loading waits for an idle device (CUDA driver behaviour). */
+int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
+                           CUfunction *fn, int *grid, int *block);
+
 /* Finds or loads the kernel of cache entry `entry` in rank r's context. */
 struct collgen__entry;
 int collgen__kernel_load(collgen_comm_t *c, int r, const struct collgen__entry *entry,

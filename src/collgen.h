@@ -49,6 +49,10 @@ extern "C" {
 /* Largest wait bound, in milliseconds (24 hours), for the option and
 ** COLLGEN_TIMEOUT_MS. */
 #define COLLGEN_MAX_TIMEOUT_MS 86400000
+/* Default wait bound: 10 minutes. It is a safety net against a dead peer,
+** not a scheduler: a healthy peer may be seconds late under real load.
+** Lower it (option or COLLGEN_TIMEOUT_MS) to find a dead peer sooner. */
+#define COLLGEN_DEFAULT_TIMEOUT_MS 600000
 
 /* Status codes: XX(name, value, description). */
 #define COLLGEN_ERRNO_MAP(XX)                                                  \
@@ -251,7 +255,8 @@ typedef struct CUstream_st *collgen_stream_t; /* same type as CUstream */
 
 typedef struct collgen_comm_options {
   const char *cache_dir;   /* NULL = default cache location */
-  int timeout_ms;          /* barrier wait bound; 0 = $COLLGEN_TIMEOUT_MS or 3000 */
+  int timeout_ms;          /* wait bound, a safety net: 0 = $COLLGEN_TIMEOUT_MS or
+                              COLLGEN_DEFAULT_TIMEOUT_MS (10 minutes) */
   int max_blocks;          /* grid cap for every launch; 0 = planner default */
   int allow_shared_devices; /* test only: several ranks may map onto one GPU */
   unsigned launch_mask;    /* test only: launch only these ranks (0 = all) */
@@ -290,6 +295,47 @@ COLLGEN_API int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *inf
 ** arrived) if any kernel of this communicator gave up waiting, else 0.
 ** Reads host-mapped memory only: safe while kernels run. */
 COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);
+
+/* How one rank's kernels ended their waits, as seen from the host. */
+typedef enum {
+  COLLGEN_RANK_OK = 0,        /* no wait gave up (idle, running or waiting) */
+  COLLGEN_RANK_TIMED_OUT = 1  /* gave up waiting for `peer` (the bound passed) */
+} collgen_rank_state_t;
+
+typedef struct collgen_comm_health {
+  int ndev;
+  struct {
+    collgen_rank_state_t state;
+    int peer;                 /* communicator rank it waited for, or -1 */
+  } rank[COLLGEN_MAX_DEVICES];
+} collgen_comm_health_t;
+
+/* Reads every rank's state from host-mapped memory (no CUDA call, safe while
+** kernels run and from any thread). Unlike collgen_comm_check, it names the
+** state of every rank and writes no message. A wait still in progress shows
+** as COLLGEN_RANK_OK: kernels do not report waits as they happen (see
+** docs/signals.md). */
+COLLGEN_API int collgen_comm_health(const collgen_comm_t *comm, collgen_comm_health_t *health);
+
+/* Loads, on every rank of every group, the kernel each of `count` call
+** shapes needs, so that later calls of those shapes load nothing. Loading
+** code into a device's context waits until that device is idle (the CUDA
+** driver's behaviour, measured: docs/signals.md), so a first call made
+** while a GPU is busy would stall the host for as long as its queued work;
+** prepare beforehand. Per shape the caller sets op, dtype, tensor_rank,
+** elems or rows and cols, aligned16, inplace and group_size (0 = all);
+** ngpus, arch and max_blocks come from the communicator. Validates every
+** shape before loading anything. */
+COLLGEN_API int collgen_comm_prepare(collgen_comm_t *comm, const collgen_shape_t *shapes,
+                                     int count);
+
+/* Loads every kernel a class of calls can need (collgen_plan_variants) on
+** every rank: with a cache filled by `collgen pregen` for the class, this
+** preloads what the cache holds for this communicator. cls->ngpus must be
+** the communicator's rank count; cls->arch is ignored (each group uses its
+** devices' arch). */
+COLLGEN_API int collgen_comm_prepare_class(collgen_comm_t *comm,
+                                           const collgen_shape_class_t *cls);
 
 /* allreduce sum. Rank d's input `inputs[d]` (shape[0..rank-1], same within
 ** a group) is summed over its group into `outputs[d]` (may equal inputs[d]).

@@ -25,6 +25,16 @@
 /* LL lines per (bank, sender), 8 payload bytes each: 256 KiB per message. */
 #define COLLGEN_LL_LINES 32768
 
+/* A rank's host-mapped status record (COLLGEN_STATUS_WORDS words), which
+** its kernels write (templates/signal.cuh.tpl, record_timeout) and the host
+** reads while they run. Word indices: */
+#define COLLGEN_ST_STOPPED 0   /* 0 running; COLLGEN_STOP_TIMEOUT: gave up */
+#define COLLGEN_ST_RANK 1      /* group rank of the block that stopped */
+#define COLLGEN_ST_PEER 2      /* group rank it waited for */
+#define COLLGEN_ST_BLOCK 3     /* block that stopped */
+#define COLLGEN_STATUS_WORDS 4
+#define COLLGEN_STOP_TIMEOUT 1 /* the wait bound passed */
+
 /* The limits the device structs are dimensioned with, rendered into the
 ** kernels as #defines of the same names (catalog.abi.limits) and given to
 ** the planner as catalog.limits.<name without COLLGEN_>.
@@ -89,6 +99,4 @@ typedef struct {
 _Static_assert(sizeof(collgen__u32x4) == 16 && _Alignof(collgen__u32x4) == 16,
                "collgen__u32x4 must match CUDA's uint4");
 
-/* Words of a rank's host-mapped error record: {flag, rank, peer, block}. */
-#define COLLGEN_ERROR_WORDS 4
 #endif

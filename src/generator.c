@@ -4,6 +4,8 @@
 ** then disk, then NVRTC).
 */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,20 +156,44 @@ static void compute_key(collgen_generator_t *g, const collgen_plan_t *plan,
   collgen__sha256_final(&s, key);
 }
 
-/* Writes the source to $TMPDIR/collgen-<kernel>-<pid>.cu; returns the path
-** in buf or an empty string. */
+/* Writes the source to a new file $TMPDIR/collgen-<kernel>-<pid>-XXXXXX.cu
+** (a fresh random name, created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600,
+** so a name planted in a shared temp folder is never opened or followed);
+** returns the path in buf or an empty string. */
 static void dump_source(const char *kernel, const char *source, char *buf,
                         size_t n) {
   const char *tmp = getenv("TMPDIR");
-  snprintf(buf, n, "%s/collgen-%s-%d.cu", tmp && *tmp ? tmp : "/tmp", kernel,
-           (int)getpid());
-  FILE *fp = fopen(buf, "w");
-  if (!fp) {
+  char name[96];
+  size_t k = 0;
+  for (; kernel[k] && k < sizeof name - 1; ++k) { /* planner names, made path-safe */
+    char ch = kernel[k];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+    name[k] = ok ? ch : '_';
+  }
+  name[k] = 0;
+  if (snprintf(buf, n, "%s/collgen-%s-%d-XXXXXX.cu", tmp && *tmp ? tmp : "/tmp", name,
+               (int)getpid()) >= (int)n) {
     buf[0] = 0;
     return;
   }
-  fputs(source, fp);
-  fclose(fp);
+  int fd = mkostemps(buf, 3, O_NOFOLLOW | O_CLOEXEC); /* O_CREAT|O_EXCL, 0600 */
+  if (fd < 0) {
+    buf[0] = 0;
+    return;
+  }
+  size_t left = strlen(source);
+  const char *p = source;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    left -= (size_t)w;
+  }
+  if (close(fd) != 0 || left > 0) {
+    unlink(buf);
+    buf[0] = 0;
+  }
 }
 
 static void fill_info(collgen_kernel_info_t *info, const collgen__entry *e,
@@ -221,6 +247,8 @@ static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
   if (rc != COLLGEN_OK || collgen__param_dump_source())
     dump_source(plan->kernel, source, dumped, sizeof dumped);
   free(source);
+  if (rc == COLLGEN_OK && dumped[0]) /* the name is random: say where it went */
+    collgen__log(COLLGEN_LOG_INFO, "%s: source written to %s", plan->kernel, dumped);
   if (rc != COLLGEN_OK) {
     collgen__fail(g->err, sizeof g->err, rc, "%s: %s\nsource: %s\n%s", plan->kernel, cerr,
                   dumped[0] ? dumped : "(could not dump)", c.log ? c.log : "");

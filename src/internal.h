@@ -39,12 +39,6 @@ int collgen__param_timeout_ms(void);            /* COLLGEN_TIMEOUT_MS */
 /* Resolves the default cache directory into buf; returns 0 or -1. */
 int collgen__default_cache_dir(char *buf, size_t n);
 
-/* Writes `size` bytes to path atomically (temp file in tmpdir + rename).
-** Returns 0 or -errno. */
-int collgen__write_atomic(const char *tmpdir, const char *path,
-                          const void *data, size_t size);
-/* Creates a directory and its parents (mode 0755). Returns 0 or -errno. */
-int collgen__mkdirs(const char *path);
 
 /* Cache directory of a generator, or NULL when it caches in memory only. */
 const char *collgen__generator_cache_dir(const collgen_generator_t *g);

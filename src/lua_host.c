@@ -1,14 +1,37 @@
 /*
-** lua_host.c -- the embedded Lua 5.4 generator.
+** lua_host.c -- the embedded Lua 5.4 generator and its sandbox.
 **
-** One lua_State per generator, never shared across threads. Only the base,
-** string, table and math libraries are opened, and Lua code runs in a
-** sandbox table that exposes a safe subset of the base library plus three
-** host functions: import(name) loads gen/<name>.lua, read_source(path)
-** returns an embedded file, compile_chunk(code, chunkname) loads text-only
-** Lua. There is no io, os, load, dofile or require. Every call goes through
-** lua_pcall with a traceback handler, and a count hook bounds run time.
+** One lua_State per generator, never shared across threads. Invariants:
+**
+** * Files. The Lua sources and templates are read once, when the state is
+**   created: the embedded copies, or the same list of files from
+**   $COLLGEN_TEMPLATE_DIR (which must hold all of them). Lua code can load
+**   nothing else: read_source(path) and import(name) look a name up in that
+**   snapshot and refuse absolute paths and '.'/'..' components. The bundle
+**   hash covers exactly the snapshot and the catalog, so the cache key
+**   covers every byte a render can read.
+** * Environment. Only the base, string, table and math libraries are
+**   opened. Generator code runs in a read-only table holding a safe subset
+**   of the base library, the three host functions and `catalog`; string,
+**   math, table and catalog are deep read-only proxies (as is the string
+**   metatable), so no call can change what the next call sees. Templates get
+**   a fresh table per render (gen/template.lua).
+** * Budgets (collgen__lua_limits). A custom allocator caps the state's
+**   memory and the size of any one allocation. Work per call is counted in
+**   units: a count hook adds VM instructions, the allocator adds bytes
+**   allocated, and every C function whose cost is not bounded by its result
+**   (string.rep, pattern matching, tonumber, table.insert/remove/move/
+**   concat/unpack/sort, compile_chunk) charges its work before or while it
+**   does it. The hook and the charges also check a wall-clock deadline.
+**   Once a budget is exceeded the hook raises on every instruction and
+**   pcall/xpcall rethrow, so no Lua code can swallow the error. After a
+**   budget error the state is recreated before the next call.
+** * Pattern functions (find, match, gmatch, gsub) are this file's own
+**   implementation of Lua 5.4 pattern matching, identical in results, that
+**   counts its steps: Lua's own matcher backtracks without bound in C.
 */
+#include <ctype.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <lua.h>
@@ -16,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "embedded.h"
 #include "lua_catalog.h"
@@ -23,80 +47,1070 @@
 #include "device_abi.h"
 #include "sha256.h"
 
-#define HOOK_EVERY 100000
-#define HOOK_BUDGET 2000 /* x HOOK_EVERY instructions per call */
+const collgen__lua_limits collgen__lua_default_limits = {
+    .memory = (size_t)256 << 20,
+    .max_object = (size_t)16 << 20,
+    .work = 200000000,
+    .wall_ms = 10000,
+};
+
+#define HOOK_EVERY 1000              /* VM instructions between budget checks */
+#define BYTES_PER_UNIT 16            /* bytes allocated, copied or scanned per work unit */
+#define MAX_SOURCE_BYTES (16 << 20)  /* largest file read from a template dir */
+#define READ_ONLY "read-only table"  /* what getmetatable returns for frozen tables */
+
+/* One file of the snapshot. */
+typedef struct {
+  const char *path;  /* as in the embedded list: "gen/main.lua" */
+  const char *text;  /* NUL-terminated; owned when read from a template dir */
+  size_t size;
+  int owned;
+} source_file;
+
+enum { REFUSED_NONE, REFUSED_TOTAL, REFUSED_OBJECT };
 
 struct collgen__lua {
   lua_State *L;
   int main_ref;
   int env_ref;
-  int hook_ticks;
   const char *template_dir;
+  source_file *files;
+  int nfiles;
   uint8_t bundle_hash[32];
+  collgen__lua_limits limits;
+  size_t mem_used;   /* bytes the allocator handed out and not freed */
+  int refused;       /* REFUSED_*: why the allocator last said no (this call) */
+  uint64_t work;     /* units spent by the current call */
+  double deadline;   /* collgen__now_ms() limit of the current call */
+  int expired;       /* the current call ran out of time: everything raises */
+  int oom;           /* a memory error was caught (and rethrown) by pcall */
+  int stale;         /* a budget error happened: recreate before the next call */
 };
 
-static const collgen__embedded_file *find_embedded(const char *path) {
-  for (const collgen__embedded_file *f = collgen__embedded_files; f->path; ++f)
-    if (strcmp(f->path, path) == 0) return f;
-  return NULL;
-}
+/* ---- Snapshot of the sources ------------------------------------------ */
 
-/* Reads a whole file into a malloc'd NUL-terminated buffer, or NULL. */
+/* Reads a regular file of at most MAX_SOURCE_BYTES into a malloc'd
+** NUL-terminated buffer; NULL with errno set on failure. */
 static char *read_file(const char *path, size_t *size) {
+  struct stat st;
+  if (stat(path, &st) != 0) return NULL;
+  if (!S_ISREG(st.st_mode)) {
+    errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    return NULL;
+  }
+  if (st.st_size > MAX_SOURCE_BYTES) {
+    errno = EFBIG;
+    return NULL;
+  }
   FILE *fp = fopen(path, "rb");
   if (!fp) return NULL;
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  for (;;) {
-    if (len + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 16384;
-      char *nb = realloc(buf, cap);
-      if (!nb) { free(buf); fclose(fp); return NULL; }
-      buf = nb;
-    }
-    size_t got = fread(buf + len, 1, cap - len - 1, fp);
-    len += got;
-    if (got == 0) break;
-  }
+  size_t cap = (size_t)st.st_size + 1;
+  char *buf = malloc(cap + 1);
+  size_t len = buf ? fread(buf, 1, cap, fp) : 0;
+  int bad = !buf || ferror(fp) || len >= cap; /* grew while read: refuse */
   fclose(fp);
+  if (bad) {
+    free(buf);
+    errno = buf ? EIO : ENOMEM;
+    return NULL;
+  }
   buf[len] = 0;
   *size = len;
   return buf;
 }
 
-/* Pushes the text of a source file (from the template dir when set, else
-** embedded) or nil. */
-static void push_source(lua_State *L, const collgen__lua *h, const char *path) {
-  if (h->template_dir) {
-    char full[4096];
-    size_t size;
-    snprintf(full, sizeof full, "%s/%s", h->template_dir, path);
-    char *text = read_file(full, &size);
-    if (text) {
-      lua_pushlstring(L, text, size);
-      free(text);
-      return;
+static void free_files(collgen__lua *h) {
+  for (int i = 0; i < h->nfiles; ++i)
+    if (h->files[i].owned) free((char *)h->files[i].text);
+  free(h->files);
+  h->files = NULL;
+  h->nfiles = 0;
+}
+
+/* Fills h->files: every file of the embedded list, from the embedded
+** copies or from the template dir, which must be a template tree holding
+** all of them. */
+static int load_files(collgen__lua *h, char *err, size_t n) {
+  int count = 0;
+  while (collgen__embedded_files[count].path) ++count;
+  h->files = calloc((size_t)count, sizeof *h->files);
+  if (!h->files) return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  const char *dir = h->template_dir;
+  struct stat st;
+  if (dir && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+    return collgen__fail(err, n, COLLGEN_ERR_TEMPLATE,
+                         "COLLGEN_TEMPLATE_DIR=%s is not a directory (%s); unset it to use "
+                         "the embedded templates", dir, strerror(errno ? errno : ENOTDIR));
+  /* gen/main.lua first: without it the directory is not a template tree */
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < count; ++i) {
+      const collgen__embedded_file *f = &collgen__embedded_files[i];
+      int is_main = strcmp(f->path, "gen/main.lua") == 0;
+      if (is_main != (pass == 0)) continue;
+      source_file *s = &h->files[h->nfiles++];
+      s->path = f->path;
+      if (!dir) {
+        s->text = (const char *)f->bytes;
+        s->size = f->size;
+        continue;
+      }
+      char full[4096];
+      if (snprintf(full, sizeof full, "%s/%s", dir, f->path) >= (int)sizeof full)
+        return collgen__fail(err, n, COLLGEN_ERR_TEMPLATE,
+                             "COLLGEN_TEMPLATE_DIR=%s: path too long", dir);
+      char *text = read_file(full, &s->size);
+      if (!text)
+        return collgen__fail(err, n, COLLGEN_ERR_TEMPLATE,
+                             is_main ? "COLLGEN_TEMPLATE_DIR=%s is not a template tree: "
+                                       "cannot read %s (%s)"
+                                     : "COLLGEN_TEMPLATE_DIR=%s: cannot read %s (%s); a "
+                                       "template tree holds every file of gen/ and templates/",
+                             dir, f->path, strerror(errno));
+      s->text = text;
+      s->owned = 1;
     }
   }
-  const collgen__embedded_file *f = find_embedded(path);
-  if (f) lua_pushlstring(L, (const char *)f->bytes, f->size);
-  else lua_pushnil(L);
+  return COLLGEN_OK;
 }
 
-static collgen__lua *host_of(lua_State *L) {
-  return lua_touserdata(L, lua_upvalueindex(1));
+static const source_file *find_file(const collgen__lua *h, const char *path) {
+  for (int i = 0; i < h->nfiles; ++i)
+    if (strcmp(h->files[i].path, path) == 0) return &h->files[i];
+  return NULL;
 }
 
-/* read_source(path) -> text or nil */
-static int l_read_source(lua_State *L) {
-  push_source(L, host_of(L), luaL_checkstring(L, 1));
+/* 1 when path names a place inside the tree: relative, no empty, '.' or
+** '..' component, no backslash. Whether the file exists is another matter. */
+static int path_inside_tree(const char *path, size_t len) {
+  if (len == 0 || path[0] == '/' || strlen(path) != len || strchr(path, '\\')) return 0;
+  for (const char *c = path; *c;) {
+    size_t l = strcspn(c, "/");
+    if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.')) return 0;
+    c += l;
+    if (*c == '/') ++c;
+    if (*c == 0 && c[-1] == '/') return 0;
+  }
   return 1;
 }
 
-/* Loads text-only Lua from the string at stack top with _ENV = env table at
-** env_index; leaves the function on the stack or raises. */
+/* ---- Budgets ----------------------------------------------------------- */
+
+static collgen__lua *host_of_state(lua_State *L) {
+  void *ud = NULL;
+  lua_getallocf(L, &ud);
+  return ud;
+}
+
+/* The allocator: frees always succeed; growth is refused beyond the
+** state's memory budget or the largest-object cap. Bytes allocated count
+** as work. */
+static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  collgen__lua *h = ud;
+  size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    free(ptr);
+    h->mem_used -= old;
+    return NULL;
+  }
+  if (nsize > old) {
+    if (nsize > h->limits.max_object) {
+      h->refused = REFUSED_OBJECT;
+      return NULL;
+    }
+    if (h->mem_used - old + nsize > h->limits.memory) {
+      h->refused = REFUSED_TOTAL;
+      return NULL;
+    }
+  }
+  void *p = realloc(ptr, nsize);
+  if (!p) return NULL;
+  h->mem_used = h->mem_used - old + nsize;
+  if (nsize > old) h->work += (nsize - old) / BYTES_PER_UNIT;
+  return p;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+/* Marks the call as out of time: from now on the hook raises on every
+** instruction and pcall/xpcall rethrow. */
+static void expire(collgen__lua *h) {
+  h->expired = 1;
+  lua_sethook(h->L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static int over_budget(collgen__lua *h) {
+  return h->expired || h->work > h->limits.work || collgen__now_ms() > h->deadline;
+}
+
+/* Raises "ran too long" with the position of the function at `level`
+** (0 in the hook: the running Lua function; 1 in a C function: its
+** caller). */
+static int ran_too_long(lua_State *L, collgen__lua *h, int level) {
+  char msg[160]; /* lua_pushfstring knows no %llu */
+  snprintf(msg, sizeof msg, "generator ran too long (more than %llu units of work or %u ms; "
+           "an endless loop in a template?)", (unsigned long long)h->limits.work,
+           (unsigned)h->limits.wall_ms);
+  luaL_where(L, level);
+  lua_pushstring(L, msg);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  COLLGEN_UNUSED(ar);
+  collgen__lua *h = host_of_state(L);
+  if (!h->expired) {
+    h->work += HOOK_EVERY;
+    if (!over_budget(h)) return;
+    expire(h);
+  }
+  ran_too_long(L, h, 0);
+}
+
+/* Charges `units` of work done (or about to be done) by a C function;
+** raises when the call is over budget. */
+static void charge(lua_State *L, uint64_t units) {
+  collgen__lua *h = host_of_state(L);
+  h->work = units > UINT64_MAX - h->work ? UINT64_MAX : h->work + units;
+  if (over_budget(h)) {
+    if (!h->expired) expire(h);
+    ran_too_long(L, h, 1);
+  }
+}
+
+/* Starts the budget of one call. */
+static void start_call(collgen__lua *h) {
+  h->work = 0;
+  h->expired = 0;
+  h->oom = 0;
+  h->refused = REFUSED_NONE;
+  h->deadline = collgen__now_ms() + h->limits.wall_ms;
+  lua_sethook(h->L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+}
+
+/* pcall and xpcall rethrow what must end the call: running out of time or
+** memory. */
+static void rethrow_budget(lua_State *L, int status) {
+  collgen__lua *h = host_of_state(L);
+  if (status == LUA_ERRMEM) h->oom = 1;
+  if (status != LUA_OK && (h->expired || status == LUA_ERRMEM)) lua_error(L);
+}
+
+static int l_pcall(lua_State *L) {
+  luaL_checkany(L, 1);
+  int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  rethrow_budget(L, status);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_insert(L, 1);
+  return lua_gettop(L);
+}
+
+/* xpcall's message handler, around the caller's (upvalue 1). An error
+** raised by the count hook runs the handler with hooks off, so once the
+** call is out of time the caller's handler is not run at all. */
+static int xpcall_handler(lua_State *L) {
+  if (host_of_state(L)->expired) return 1; /* the budget error, as it is */
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+static int l_xpcall(lua_State *L) {
+  int n = lua_gettop(L);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, xpcall_handler, 1);
+  lua_replace(L, 2);   /* [f, handler, args...] */
+  lua_pushvalue(L, 1); /* -> [handler, f, args...] */
+  lua_copy(L, 2, 1);
+  lua_replace(L, 2);
+  int status = lua_pcall(L, n - 2, LUA_MULTRET, 1);
+  rethrow_budget(L, status);
+  lua_pushboolean(L, status == LUA_OK);
+  lua_replace(L, 1);
+  return lua_gettop(L);
+}
+
+/* ---- Read-only tables ----------------------------------------------------
+** A frozen table is an empty proxy whose metatable (hidden by __metatable)
+** reads from the original, which nothing else references. The registry
+** set "collgen.frozen" holds the proxies (weak keys). */
+
+static int is_frozen(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "collgen.frozen");
+  lua_pushvalue(L, idx);
+  int frozen = lua_rawget(L, -2) != LUA_TNIL;
+  lua_pop(L, 2);
+  return frozen;
+}
+
+/* Pushes the original behind proxy `idx`. */
+static void push_backing(lua_State *L, int idx) {
+  lua_getmetatable(L, idx);
+  lua_getfield(L, -1, "__index");
+  lua_remove(L, -2);
+}
+
+static int ro_newindex(lua_State *L) {
+  const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?";
+  return luaL_error(L, "attempt to modify a read-only table (field '%s')", k);
+}
+
+static int ro_len(lua_State *L) {
+  push_backing(L, 1);
+  lua_pushinteger(L, (lua_Integer)lua_rawlen(L, -1));
+  return 1;
+}
+
+static int ro_next(lua_State *L) {
+  push_backing(L, 1);
+  lua_settop(L, 3); /* proxy, key, backing */
+  lua_pushvalue(L, 2);
+  if (lua_next(L, 3)) return 2;
+  lua_pushnil(L);
+  return 1;
+}
+
+/* __pairs: iterates the original without handing it out. */
+static int ro_pairs(lua_State *L) {
+  lua_pushcfunction(L, ro_next);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* Replaces the table at idx, and every table reachable from it through
+** values, by read-only proxies; pushes the proxy. `memo` (a stack index)
+** maps originals to proxies, for shared and cyclic references. */
+static void freeze_into(lua_State *L, int idx, int memo) {
+  idx = lua_absindex(L, idx);
+  if (is_frozen(L, idx)) {
+    lua_pushvalue(L, idx);
+    return;
+  }
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, memo) != LUA_TNIL) return;
+  lua_pop(L, 1);
+  lua_newtable(L); /* the proxy */
+  int proxy = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  lua_pushvalue(L, proxy);
+  lua_rawset(L, memo);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      freeze_into(L, -1, memo);
+      lua_pushvalue(L, -3); /* key */
+      lua_insert(L, -2);
+      lua_rawset(L, idx); /* changing an existing field during traversal is allowed */
+    }
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, 0, 5);
+  lua_pushvalue(L, idx);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ro_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, ro_len);
+  lua_setfield(L, -2, "__len");
+  lua_pushcfunction(L, ro_pairs);
+  lua_setfield(L, -2, "__pairs");
+  lua_pushliteral(L, READ_ONLY);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, proxy);
+  lua_getfield(L, LUA_REGISTRYINDEX, "collgen.frozen");
+  lua_pushvalue(L, proxy);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+/* Replaces the table at stack top by its read-only proxy. */
+static void freeze_top(lua_State *L) {
+  lua_newtable(L);
+  freeze_into(L, -2, lua_gettop(L));
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+/* ---- Guarded base functions -------------------------------------------- */
+
+static int call_original(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* rawset refuses read-only tables. */
+static int l_rawset(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (is_frozen(L, 1)) return luaL_error(L, "attempt to modify a read-only table");
+  return call_original(L);
+}
+
+/* setmetatable refuses finalizers: they run when the collector decides,
+** outside any call's budget, and their errors are swallowed. */
+static int l_setmetatable(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc");
+    int has_gc = lua_rawget(L, 2) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_gc) return luaL_error(L, "__gc metamethods are not available to the generator");
+  }
+  return call_original(L);
+}
+
+/* tonumber scans its whole string argument. */
+static int l_tonumber(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TSTRING) charge(L, 1 + lua_rawlen(L, 1) / BYTES_PER_UNIT);
+  return call_original(L);
+}
+
+/* string.rep: "" in O(1) when every piece is empty (Lua loops n times
+** over nothing), and refused beyond the largest-object cap before any
+** work is done. */
+static int l_rep(lua_State *L) {
+  size_t l, lsep;
+  luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_optlstring(L, 3, "", &lsep);
+  if (n <= 0 || l + lsep == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  size_t cap = host_of_state(L)->limits.max_object;
+  uint64_t unit = (uint64_t)l + lsep;
+  if ((uint64_t)n > ((uint64_t)cap + lsep) / unit)
+    return luaL_error(L, "string.rep: a result of more than %I bytes (the largest string "
+                      "the generator may build)", (lua_Integer)cap);
+  charge(L, 1 + (uint64_t)n * unit / BYTES_PER_UNIT);
+  return call_original(L);
+}
+
+/* ---- Guarded table functions ---------------------------------------------
+** Their loops run in C over lengths and ranges the caller chooses, so each
+** charges its loop count first. Tables with their own __index, __newindex
+** or __len are refused (read-only proxies are fine): their length could
+** differ between the charge and the loop. */
+
+static lua_Integer guarded_len(lua_State *L, int idx, const char *fn) {
+  if (lua_type(L, idx) != LUA_TTABLE) return 0; /* the original checks the type */
+  if (!is_frozen(L, idx) && lua_getmetatable(L, idx)) {
+    static const char *const events[] = {"__index", "__newindex", "__len"};
+    for (int i = 0; i < 3; ++i) {
+      int t = lua_getfield(L, -1, events[i]);
+      lua_pop(L, 1);
+      if (t != LUA_TNIL)
+        luaL_error(L, "table.%s: a table with a %s metamethod is not supported", fn,
+                   events[i]);
+    }
+    lua_pop(L, 1);
+  }
+  return luaL_len(L, idx);
+}
+
+/* Units for a loop from a to b (inclusive), never negative. */
+static uint64_t span(lua_Integer a, lua_Integer b) {
+  return b >= a ? (uint64_t)b - (uint64_t)a + 1 : 0;
+}
+
+static int l_tinsert(lua_State *L) {
+  lua_Integer e = guarded_len(L, 1, "insert") + 1;
+  lua_Integer pos = lua_gettop(L) == 3 ? lua_tointeger(L, 2) : e;
+  charge(L, 1 + span(pos, e));
+  return call_original(L);
+}
+
+static int l_tremove(lua_State *L) {
+  lua_Integer size = guarded_len(L, 1, "remove");
+  lua_Integer pos = lua_isnoneornil(L, 2) ? size : lua_tointeger(L, 2);
+  charge(L, 1 + span(pos, size));
+  return call_original(L);
+}
+
+static int l_tmove(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TTABLE) guarded_len(L, 1, "move");
+  int dst = lua_isnoneornil(L, 5) ? 1 : 5;
+  if (lua_type(L, dst) == LUA_TTABLE) guarded_len(L, dst, "move");
+  charge(L, 1 + span(lua_tointeger(L, 2), lua_tointeger(L, 3)));
+  return call_original(L);
+}
+
+static int l_tconcat(lua_State *L) {
+  lua_Integer last = lua_isnoneornil(L, 4) ? guarded_len(L, 1, "concat") : lua_tointeger(L, 4);
+  if (lua_type(L, 1) == LUA_TTABLE) guarded_len(L, 1, "concat");
+  charge(L, 1 + span(luaL_optinteger(L, 3, 1), last));
+  return call_original(L);
+}
+
+static int l_tunpack(lua_State *L) {
+  lua_Integer last = lua_isnoneornil(L, 3) ? guarded_len(L, 1, "unpack") : lua_tointeger(L, 3);
+  if (lua_type(L, 1) == LUA_TTABLE) guarded_len(L, 1, "unpack");
+  charge(L, 1 + span(luaL_optinteger(L, 2, 1), last));
+  return call_original(L);
+}
+
+static int l_tsort(lua_State *L) {
+  lua_Integer n = guarded_len(L, 1, "sort");
+  uint64_t units = 1;
+  if (n > 1) {
+    uint64_t log2n = 1;
+    while (log2n < 64 && ((uint64_t)1 << log2n) < (uint64_t)n) ++log2n;
+    units += (uint64_t)n * log2n;
+  }
+  charge(L, units);
+  return call_original(L);
+}
+
+/* ---- Pattern matching with a step count ----------------------------------
+** Lua 5.4's pattern language, implemented here so that every step is
+** counted: single characters and classes (%a %c %d %g %l %p %s %u %w %x %z,
+** upper case complements), sets [...] and [^...], quantifiers * + - ?,
+** captures ( ) and position captures (), back references %1-%9, %bxy,
+** %f[set], anchors ^ and $. Subjects and patterns are Lua strings, so the
+** byte at their end is a readable NUL, as the language's definition of
+** %f and %b at the end of the subject assumes. */
+
+#define PM_MAXDEPTH 200      /* recursion depth, as Lua's MAXCCALLS */
+#define PM_MAXCAPTURES 32    /* as Lua's LUA_MAXCAPTURES */
+#define PM_FLUSH 4096    /* steps between charges */
+#define PM_SPECIALS "^$*+?.([%-"
+#define CAP_UNFINISHED (-1)
+#define CAP_POSITION (-2)
+#define UCHAR(c) ((unsigned char)(c))
+
+typedef struct {
+  const char *src, *src_end, *pat_end;
+  lua_State *L;
+  int depth;
+  int level;
+  uint64_t steps; /* not yet charged */
+  struct {
+    const char *init;
+    ptrdiff_t len;
+  } cap[PM_MAXCAPTURES];
+} pm_state;
+
+static void pm_flush(pm_state *ms) {
+  uint64_t s = ms->steps;
+  ms->steps = 0;
+  if (s) charge(ms->L, s);
+}
+
+static void pm_step(pm_state *ms, uint64_t n) {
+  ms->steps += n;
+  if (ms->steps >= PM_FLUSH) pm_flush(ms);
+}
+
+static void pm_init(pm_state *ms, lua_State *L, const char *s, size_t ls, const char *p,
+                    size_t lp) {
+  ms->L = L;
+  ms->src = s;
+  ms->src_end = s + ls;
+  ms->pat_end = p + lp;
+  ms->steps = 0;
+  ms->level = 0;
+  ms->depth = PM_MAXDEPTH;
+}
+
+static int pm_class(int c, int cl) {
+  int r;
+  switch (tolower(cl)) {
+    case 'a': r = isalpha(c); break;
+    case 'c': r = iscntrl(c); break;
+    case 'd': r = isdigit(c); break;
+    case 'g': r = isgraph(c); break;
+    case 'l': r = islower(c); break;
+    case 'p': r = ispunct(c); break;
+    case 's': r = isspace(c); break;
+    case 'u': r = isupper(c); break;
+    case 'w': r = isalnum(c); break;
+    case 'x': r = isxdigit(c); break;
+    case 'z': r = c == 0; break; /* deprecated, still in Lua 5.4 */
+    default: return cl == c;
+  }
+  return isupper(cl) ? !r : r;
+}
+
+/* The end of the single-character class starting at p. */
+static const char *pm_class_end(pm_state *ms, const char *p) {
+  char c = *p++;
+  if (c == '%') {
+    if (p >= ms->pat_end) luaL_error(ms->L, "malformed pattern (ends with '%%')");
+    return p + 1;
+  }
+  if (c == '[') {
+    if (*p == '^') p++;
+    do { /* the first ']' is a member, not the end */
+      if (p >= ms->pat_end) luaL_error(ms->L, "malformed pattern (missing ']')");
+      c = *p++;
+      if (c == '%' && p < ms->pat_end) p++;
+    } while (*p != ']');
+    return p + 1;
+  }
+  return p;
+}
+
+/* c in the set [p, ec] (p at '[', ec at its ']')? */
+static int pm_set(int c, const char *p, const char *ec) {
+  int in = 1;
+  if (p[1] == '^') {
+    in = 0;
+    p++;
+  }
+  while (++p < ec) {
+    if (*p == '%') {
+      p++;
+      if (pm_class(c, UCHAR(*p))) return in;
+    } else if (p[1] == '-' && p + 2 < ec) {
+      p += 2;
+      if (UCHAR(p[-2]) <= c && c <= UCHAR(*p)) return in;
+    } else if (UCHAR(*p) == c) {
+      return in;
+    }
+  }
+  return !in;
+}
+
+static int pm_single(pm_state *ms, const char *s, const char *p, const char *ep) {
+  if (s >= ms->src_end) return 0;
+  int c = UCHAR(*s);
+  switch (*p) {
+    case '.': return 1;
+    case '%': return pm_class(c, UCHAR(p[1]));
+    case '[': return pm_set(c, p, ep - 1);
+    default: return UCHAR(*p) == c;
+  }
+}
+
+static const char *pm_match(pm_state *ms, const char *s, const char *p);
+
+static const char *pm_balance(pm_state *ms, const char *s, const char *p) {
+  if (p >= ms->pat_end - 1)
+    luaL_error(ms->L, "malformed pattern (missing arguments to '%%b')");
+  if (*s != *p) return NULL;
+  const char *start = s;
+  int open = *p, close = p[1], depth = 1;
+  while (++s < ms->src_end) {
+    if (*s == close) {
+      if (--depth == 0) {
+        pm_step(ms, 1 + (uint64_t)(s - start) / BYTES_PER_UNIT);
+        return s + 1;
+      }
+    } else if (*s == open) {
+      depth++;
+    }
+  }
+  pm_step(ms, 1 + (uint64_t)(s - start) / BYTES_PER_UNIT);
+  return NULL;
+}
+
+static const char *pm_max_expand(pm_state *ms, const char *s, const char *p, const char *ep) {
+  ptrdiff_t i = 0;
+  while (pm_single(ms, s + i, p, ep)) i++;
+  pm_step(ms, (uint64_t)i);
+  for (; i >= 0; i--) {
+    const char *r = pm_match(ms, s + i, ep + 1);
+    if (r) return r;
+  }
+  return NULL;
+}
+
+static const char *pm_min_expand(pm_state *ms, const char *s, const char *p, const char *ep) {
+  for (;;) {
+    const char *r = pm_match(ms, s, ep + 1);
+    if (r) return r;
+    if (!pm_single(ms, s, p, ep)) return NULL;
+    s++;
+  }
+}
+
+static const char *pm_start_capture(pm_state *ms, const char *s, const char *p, int what) {
+  if (ms->level >= PM_MAXCAPTURES) luaL_error(ms->L, "too many captures");
+  ms->cap[ms->level].init = s;
+  ms->cap[ms->level].len = what;
+  ms->level++;
+  const char *r = pm_match(ms, s, p);
+  if (!r) ms->level--;
+  return r;
+}
+
+static const char *pm_end_capture(pm_state *ms, const char *s, const char *p) {
+  int l = ms->level - 1;
+  while (l >= 0 && ms->cap[l].len != CAP_UNFINISHED) l--;
+  if (l < 0) luaL_error(ms->L, "invalid pattern capture");
+  ms->cap[l].len = s - ms->cap[l].init;
+  const char *r = pm_match(ms, s, p);
+  if (!r) ms->cap[l].len = CAP_UNFINISHED;
+  return r;
+}
+
+static const char *pm_back_reference(pm_state *ms, const char *s, int digit) {
+  int l = digit - '1';
+  if (l < 0 || l >= ms->level || ms->cap[l].len == CAP_UNFINISHED)
+    luaL_error(ms->L, "invalid capture index %%%d", l + 1);
+  ptrdiff_t len = ms->cap[l].len;
+  if (len < 0 || ms->src_end - s < len) return NULL; /* a position capture never matches */
+  pm_step(ms, (uint64_t)len / BYTES_PER_UNIT);
+  return memcmp(ms->cap[l].init, s, (size_t)len) == 0 ? s + len : NULL;
+}
+
+/* Matches pattern p at s: the end of the match, or NULL. */
+static const char *pm_match(pm_state *ms, const char *s, const char *p) {
+  if (ms->depth-- == 0) luaL_error(ms->L, "pattern too complex");
+  for (;;) {
+    pm_step(ms, 1);
+    if (p == ms->pat_end) break;
+    const char *ep;
+    switch (*p) {
+      case '(':
+        s = p[1] == ')' ? pm_start_capture(ms, s, p + 2, CAP_POSITION)
+                        : pm_start_capture(ms, s, p + 1, CAP_UNFINISHED);
+        goto done;
+      case ')':
+        s = pm_end_capture(ms, s, p + 1);
+        goto done;
+      case '$':
+        if (p + 1 != ms->pat_end) goto single;
+        s = s == ms->src_end ? s : NULL;
+        goto done;
+      case '%':
+        switch (p[1]) {
+          case 'b':
+            s = pm_balance(ms, s, p + 2);
+            if (!s) goto done;
+            p += 4;
+            continue;
+          case 'f': {
+            p += 2;
+            if (*p != '[') luaL_error(ms->L, "missing '[' after '%%f' in pattern");
+            ep = pm_class_end(ms, p);
+            int prev = s == ms->src ? 0 : UCHAR(s[-1]);
+            if (!pm_set(prev, p, ep - 1) && pm_set(UCHAR(*s), p, ep - 1)) {
+              p = ep;
+              continue;
+            }
+            s = NULL;
+            goto done;
+          }
+          case '0': case '1': case '2': case '3': case '4':
+          case '5': case '6': case '7': case '8': case '9':
+            s = pm_back_reference(ms, s, UCHAR(p[1]));
+            if (!s) goto done;
+            p += 2;
+            continue;
+          default:
+            goto single;
+        }
+      default:
+      single:
+        ep = pm_class_end(ms, p);
+        if (!pm_single(ms, s, p, ep)) {
+          if (*ep == '*' || *ep == '?' || *ep == '-') { /* may match zero times */
+            p = ep + 1;
+            continue;
+          }
+          s = NULL;
+          goto done;
+        }
+        switch (*ep) {
+          case '?': {
+            const char *r = pm_match(ms, s + 1, ep + 1);
+            if (r) {
+              s = r;
+              goto done;
+            }
+            p = ep + 1;
+            continue;
+          }
+          case '+': s = pm_max_expand(ms, s + 1, p, ep); goto done;
+          case '*': s = pm_max_expand(ms, s, p, ep); goto done;
+          case '-': s = pm_min_expand(ms, s, p, ep); goto done;
+          default:
+            s++;
+            p = ep;
+            continue;
+        }
+    }
+  }
+done:
+  ms->depth++;
+  return s;
+}
+
+/* Capture i of a match [s, e) (the whole match when there are no
+** captures): its length and start, or CAP_POSITION with the position
+** pushed. */
+static ptrdiff_t pm_capture(pm_state *ms, int i, const char *s, const char *e,
+                            const char **cap) {
+  if (i >= ms->level) {
+    if (i != 0) luaL_error(ms->L, "invalid capture index %%%d", i + 1);
+    *cap = s;
+    return e - s;
+  }
+  ptrdiff_t len = ms->cap[i].len;
+  *cap = ms->cap[i].init;
+  if (len == CAP_UNFINISHED) luaL_error(ms->L, "unfinished capture");
+  if (len == CAP_POSITION) lua_pushinteger(ms->L, (ms->cap[i].init - ms->src) + 1);
+  return len;
+}
+
+static void pm_push_capture(pm_state *ms, int i, const char *s, const char *e) {
+  const char *cap;
+  ptrdiff_t len = pm_capture(ms, i, s, e, &cap);
+  if (len != CAP_POSITION) lua_pushlstring(ms->L, cap, (size_t)len);
+}
+
+static int pm_push_captures(pm_state *ms, const char *s, const char *e) {
+  int n = ms->level == 0 && s ? 1 : ms->level;
+  luaL_checkstack(ms->L, n, "too many captures");
+  for (int i = 0; i < n; i++) pm_push_capture(ms, i, s, e);
+  return n;
+}
+
+/* A 1-based, possibly negative position as a 1-based offset in [1, ...]. */
+static size_t pm_position(lua_Integer pos, size_t len) {
+  if (pos > 0) return (size_t)pos;
+  if (pos == 0) return 1;
+  if (pos < -(lua_Integer)len) return 1;
+  return len + (size_t)pos + 1;
+}
+
+static int pm_no_specials(const char *p, size_t lp) {
+  for (size_t i = 0; i < lp; i++)
+    if (p[i] && memchr(PM_SPECIALS, p[i], sizeof PM_SPECIALS - 1)) return 0;
+  return 1;
+}
+
+/* The first occurrence of s2 in s1, counting the bytes compared. */
+static const char *pm_find_plain(pm_state *ms, const char *s1, size_t l1, const char *s2,
+                                 size_t l2) {
+  if (l2 == 0) return s1;
+  if (l2 > l1) return NULL;
+  l2--; /* the first byte is found by memchr */
+  l1 -= l2;
+  const char *at;
+  while (l1 > 0 && (at = memchr(s1, *s2, l1)) != NULL) {
+    at++;
+    pm_step(ms, 1 + ((uint64_t)(at - s1) + l2) / BYTES_PER_UNIT);
+    if (memcmp(at, s2 + 1, l2) == 0) return at - 1;
+    l1 -= (size_t)(at - s1);
+    s1 = at;
+  }
+  return NULL;
+}
+
+static int pm_find_aux(lua_State *L, int find) {
+  size_t ls, lp;
+  const char *s = luaL_checklstring(L, 1, &ls);
+  const char *p = luaL_checklstring(L, 2, &lp);
+  size_t init = pm_position(luaL_optinteger(L, 3, 1), ls) - 1;
+  pm_state ms;
+  if (init > ls) {
+    luaL_pushfail(L);
+    return 1;
+  }
+  if (find && (lua_toboolean(L, 4) || pm_no_specials(p, lp))) {
+    pm_init(&ms, L, s, ls, p, lp);
+    const char *at = pm_find_plain(&ms, s + init, ls - init, p, lp);
+    pm_flush(&ms);
+    if (at) {
+      lua_pushinteger(L, (at - s) + 1);
+      lua_pushinteger(L, (lua_Integer)((size_t)(at - s) + lp));
+      return 2;
+    }
+  } else {
+    int anchor = *p == '^';
+    if (anchor) {
+      p++;
+      lp--;
+    }
+    pm_init(&ms, L, s, ls, p, lp);
+    const char *s1 = s + init;
+    do {
+      ms.level = 0;
+      ms.depth = PM_MAXDEPTH;
+      const char *e = pm_match(&ms, s1, p);
+      if (e) {
+        pm_flush(&ms);
+        if (find) {
+          lua_pushinteger(L, (s1 - s) + 1);
+          lua_pushinteger(L, e - s);
+          return pm_push_captures(&ms, NULL, NULL) + 2;
+        }
+        return pm_push_captures(&ms, s1, e);
+      }
+    } while (s1++ < ms.src_end && !anchor);
+    pm_flush(&ms);
+  }
+  luaL_pushfail(L);
+  return 1;
+}
+
+static int l_find(lua_State *L) { return pm_find_aux(L, 1); }
+static int l_match(lua_State *L) { return pm_find_aux(L, 0); }
+
+typedef struct {
+  const char *src, *p, *lastmatch;
+  pm_state ms;
+} pm_gmatch_state;
+
+static int pm_gmatch_next(lua_State *L) {
+  pm_gmatch_state *gm = lua_touserdata(L, lua_upvalueindex(3));
+  gm->ms.L = L;
+  for (const char *src = gm->src; src <= gm->ms.src_end; src++) {
+    gm->ms.level = 0;
+    gm->ms.depth = PM_MAXDEPTH;
+    const char *e = pm_match(&gm->ms, src, gm->p);
+    if (e && e != gm->lastmatch) {
+      gm->src = gm->lastmatch = e;
+      pm_flush(&gm->ms);
+      return pm_push_captures(&gm->ms, src, e);
+    }
+  }
+  pm_flush(&gm->ms);
+  return 0;
+}
+
+static int l_gmatch(lua_State *L) {
+  size_t ls, lp;
+  const char *s = luaL_checklstring(L, 1, &ls);
+  const char *p = luaL_checklstring(L, 2, &lp);
+  size_t init = pm_position(luaL_optinteger(L, 3, 1), ls) - 1;
+  lua_settop(L, 2); /* the closure keeps both strings alive */
+  pm_gmatch_state *gm = lua_newuserdatauv(L, sizeof *gm, 0);
+  if (init > ls) init = ls + 1; /* past the end: no match */
+  pm_init(&gm->ms, L, s, ls, p, lp);
+  gm->src = s + init;
+  gm->p = p;
+  gm->lastmatch = NULL;
+  lua_pushcclosure(L, pm_gmatch_next, 3);
+  return 1;
+}
+
+/* Appends the replacement string (argument 3) with %0-%9 and %%. */
+static void pm_add_string(pm_state *ms, luaL_Buffer *b, const char *s, const char *e) {
+  lua_State *L = ms->L;
+  size_t l;
+  const char *news = lua_tolstring(L, 3, &l);
+  const char *p;
+  while ((p = memchr(news, '%', l)) != NULL) {
+    luaL_addlstring(b, news, (size_t)(p - news));
+    p++;
+    if (*p == '%') {
+      luaL_addchar(b, *p);
+    } else if (*p == '0') {
+      luaL_addlstring(b, s, (size_t)(e - s));
+    } else if (isdigit(UCHAR(*p))) {
+      const char *cap;
+      ptrdiff_t len = pm_capture(ms, *p - '1', s, e, &cap);
+      if (len == CAP_POSITION) luaL_addvalue(b);
+      else luaL_addlstring(b, cap, (size_t)len);
+    } else {
+      luaL_error(L, "invalid use of '%c' in replacement string", '%');
+    }
+    l -= (size_t)(p + 1 - news);
+    news = p + 1;
+  }
+  luaL_addlstring(b, news, l);
+}
+
+/* Appends the replacement of match [s, e); 1 when it changed the text. */
+static int pm_add_value(pm_state *ms, luaL_Buffer *b, const char *s, const char *e, int tr) {
+  lua_State *L = ms->L;
+  if (tr == LUA_TFUNCTION) {
+    lua_pushvalue(L, 3);
+    lua_call(L, pm_push_captures(ms, s, e), 1);
+  } else if (tr == LUA_TTABLE) {
+    pm_push_capture(ms, 0, s, e);
+    lua_gettable(L, 3);
+  } else {
+    pm_add_string(ms, b, s, e);
+    return 1;
+  }
+  if (!lua_toboolean(L, -1)) { /* nil or false: keep the match */
+    lua_pop(L, 1);
+    luaL_addlstring(b, s, (size_t)(e - s));
+    return 0;
+  }
+  if (!lua_isstring(L, -1))
+    return luaL_error(L, "invalid replacement value (a %s)", luaL_typename(L, -1));
+  luaL_addvalue(b);
+  return 1;
+}
+
+static int l_gsub(lua_State *L) {
+  size_t srcl, lp;
+  const char *src = luaL_checklstring(L, 1, &srcl);
+  const char *p = luaL_checklstring(L, 2, &lp);
+  const char *lastmatch = NULL;
+  int tr = lua_type(L, 3);
+  lua_Integer max_s = luaL_optinteger(L, 4, (lua_Integer)srcl + 1);
+  int anchor = *p == '^';
+  lua_Integer n = 0;
+  int changed = 0;
+  pm_state ms;
+  luaL_Buffer b;
+  luaL_argexpected(L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION ||
+                      tr == LUA_TTABLE, 3, "string/function/table");
+  luaL_buffinit(L, &b);
+  if (anchor) {
+    p++;
+    lp--;
+  }
+  pm_init(&ms, L, src, srcl, p, lp);
+  while (n < max_s) {
+    ms.level = 0;
+    ms.depth = PM_MAXDEPTH;
+    const char *e = pm_match(&ms, src, p);
+    if (e && e != lastmatch) {
+      n++;
+      changed = pm_add_value(&ms, &b, src, e, tr) | changed;
+      src = lastmatch = e;
+    } else if (src < ms.src_end) {
+      luaL_addchar(&b, *src++);
+    } else {
+      break;
+    }
+    if (anchor) break;
+  }
+  pm_flush(&ms);
+  if (!changed) {
+    lua_pushvalue(L, 1);
+  } else {
+    luaL_addlstring(&b, src, (size_t)(ms.src_end - src));
+    luaL_pushresult(&b);
+  }
+  lua_pushinteger(L, n);
+  return 2;
+}
+
+/* ---- Host functions ------------------------------------------------------ */
+
+static collgen__lua *host_of(lua_State *L) { return host_of_state(L); }
+
+/* read_source(path) -> text of a file of the tree, or nil when the tree
+** has no such file; a path that leaves the tree is an error. */
+static int l_read_source(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  if (!path_inside_tree(path, len))
+    return luaL_error(L, "read_source: '%s' is outside the template tree (absolute paths "
+                      "and '.' or '..' components are refused)", path);
+  const source_file *f = find_file(host_of(L), path);
+  if (f) lua_pushlstring(L, f->text, f->size);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* Loads text-only Lua with _ENV = the table at env_index; leaves the
+** function on the stack or raises. Parsing is work. */
 static void load_text(lua_State *L, const char *code, size_t len,
                       const char *chunkname, int env_index) {
+  charge(L, 1 + len / BYTES_PER_UNIT);
   if (luaL_loadbufferx(L, code, len, chunkname, "t") != LUA_OK) lua_error(L);
   lua_pushvalue(L, env_index);
   lua_setupvalue(L, -2, 1);
@@ -116,22 +1130,26 @@ static int l_compile_chunk(lua_State *L) {
 /* import(name) -> the value returned by gen/<name>.lua (loaded once). */
 static int l_import(lua_State *L) {
   collgen__lua *h = host_of(L);
-  const char *name = luaL_checkstring(L, 1);
+  size_t nlen;
+  const char *name = luaL_checklstring(L, 1, &nlen);
+  int ok = nlen > 0 && nlen <= 64;
+  for (size_t i = 0; ok && i < nlen; ++i) ok = isalnum(UCHAR(name[i])) || name[i] == '_';
+  if (!ok)
+    return luaL_error(L, "import: '%s' is not a generator module name (letters, digits "
+                      "and '_' name a file of gen/)", name);
   lua_getfield(L, LUA_REGISTRYINDEX, "collgen.modules");
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
-  char path[256], chunkname[260];
+  char path[80], chunkname[84];
   snprintf(path, sizeof path, "gen/%s.lua", name);
   snprintf(chunkname, sizeof chunkname, "@%s", path);
-  push_source(L, h, path);
-  if (lua_isnil(L, -1)) return luaL_error(L, "no generator module '%s'", path);
-  size_t len;
-  const char *code = lua_tolstring(L, -1, &len);
+  const source_file *f = find_file(h, path);
+  if (!f) return luaL_error(L, "no generator module '%s'", path);
   lua_rawgeti(L, LUA_REGISTRYINDEX, h->env_ref);
-  load_text(L, code, len, chunkname, lua_gettop(L));
+  load_text(L, f->text, f->size, chunkname, lua_gettop(L));
   lua_call(L, 0, 1);
   lua_pushvalue(L, -1);
-  lua_setfield(L, -5, name); /* modules[name] = result */
+  lua_setfield(L, -4, name); /* modules[name] = result */
   return 1;
 }
 
@@ -143,89 +1161,142 @@ static int traceback_handler(lua_State *L) {
   return 1;
 }
 
-static void count_hook(lua_State *L, lua_Debug *ar) {
-  COLLGEN_UNUSED(ar);
-  collgen__lua *h;
-  lua_getfield(L, LUA_REGISTRYINDEX, "collgen.host");
-  h = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  if (++h->hook_ticks > HOOK_BUDGET)
-    luaL_error(L, "generator ran too long (infinite loop in a template?)");
-}
+enum { CALL_OK = 0, CALL_ERROR = -1, CALL_BUDGET = -2 };
 
 /* Calls the function below `nargs` arguments on the stack in protected
-** mode. On error copies the message into err and returns -1. */
-static int protected_call(collgen__lua *h, int nargs, int nres, char *err,
-                          size_t n) {
+** mode, within the budgets. On error copies the message into err and
+** returns CALL_ERROR, or CALL_BUDGET when a budget ran out (the state is
+** then recreated before the next call). */
+static int protected_call(collgen__lua *h, int nargs, int nres, char *err, size_t n) {
   lua_State *L = h->L;
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, traceback_handler);
   lua_insert(L, base);
-  h->hook_ticks = 0;
+  start_call(h);
   int rc = lua_pcall(L, nargs, nres, base);
+  if (getenv("COLLGEN_DEBUG_WORK")) fprintf(stderr, "work %llu mem %zu\n", (unsigned long long)h->work, h->mem_used);
   lua_remove(L, base);
-  if (rc != LUA_OK) {
-    snprintf(err, n, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
-    lua_pop(L, 1);
-    return -1;
+  if (rc == LUA_OK) return CALL_OK;
+  const char *msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "?";
+  int budget = CALL_ERROR;
+  if (rc == LUA_ERRMEM || h->oom) {
+    budget = CALL_BUDGET;
+    if (h->refused == REFUSED_OBJECT)
+      snprintf(err, n, "generator exceeded its memory budget: one string or table of more "
+               "than %zu bytes (%s)", h->limits.max_object, msg);
+    else
+      snprintf(err, n, "generator exceeded its memory budget of %zu bytes (%s)",
+               h->limits.memory, msg);
+  } else {
+    if (h->expired) budget = CALL_BUDGET;
+    snprintf(err, n, "%s", msg);
   }
-  return 0;
+  lua_pop(L, 1);
+  if (budget == CALL_BUDGET) h->stale = 1;
+  return budget;
 }
 
-/* Hashes every source the state can load and publishes the catalog as the
-** sandbox global `catalog`; both feed bundle_hash, since the generated code
-** depends on both. */
-static void publish_catalog_and_hash(collgen__lua *h) {
-  collgen__sha256_ctx s;
-  collgen__sha256_init(&s);
-  for (const collgen__embedded_file *f = collgen__embedded_files; f->path; ++f) {
-    push_source(h->L, h, f->path);
-    size_t len = 0;
-    const char *text = lua_tolstring(h->L, -1, &len);
-    collgen__sha256_field(&s, f->path, text ? text : "", text ? len : 0);
-    lua_pop(h->L, 1);
+/* ---- The state ------------------------------------------------------------ */
+
+/* Copies the named functions of the library table at lib into the table
+** at dst; a name with a wrapper gets a closure over the original. */
+typedef struct {
+  const char *name;
+  lua_CFunction wrapper; /* NULL: the original; else wrapper(upvalue 1 = original) */
+} lib_entry;
+
+static void copy_lib(lua_State *L, int lib, int dst, const lib_entry *e) {
+  for (; e->name; ++e) {
+    lua_getfield(L, lib, e->name);
+    if (e->wrapper) lua_pushcclosure(L, e->wrapper, 1);
+    lua_setfield(L, dst, e->name);
   }
-  lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->env_ref);
-  collgen__lua_push_catalog(h->L, &s);
-  lua_setfield(h->L, -2, "catalog");
-  lua_pop(h->L, 1);
-  collgen__sha256_final(&s, h->bundle_hash);
 }
 
-static void build_sandbox(collgen__lua *h) {
-  static const char *const safe[] = {
-      "assert", "error", "ipairs", "next", "pairs", "pcall", "select",
-      "tonumber", "tostring", "type", "setmetatable", "getmetatable",
-      "rawequal", "rawget", "rawlen", "rawset", "xpcall", "string", "table",
-      "math", NULL};
-  lua_State *L = h->L;
+/* Pushes the sandbox environment's backing table: safe base functions,
+** guarded ones, frozen string/math/table, the host functions. Sets the
+** string metatable to the guarded string functions, hidden. */
+static void push_sandbox(lua_State *L) {
+  static const lib_entry base[] = {
+      {"assert", NULL}, {"error", NULL}, {"ipairs", NULL}, {"next", NULL},
+      {"pairs", NULL}, {"select", NULL}, {"tostring", NULL}, {"type", NULL},
+      {"getmetatable", NULL}, {"rawequal", NULL}, {"rawget", NULL}, {"rawlen", NULL},
+      {"rawset", l_rawset}, {"setmetatable", l_setmetatable}, {"tonumber", l_tonumber},
+      {NULL, NULL}};
+  /* not: dump (binary chunks), pack/unpack/packsize (unused, loops over
+  ** formats); find/match/gmatch/gsub are replaced below */
+  static const lib_entry strings[] = {
+      {"byte", NULL}, {"char", NULL}, {"format", NULL}, {"len", NULL}, {"lower", NULL},
+      {"upper", NULL}, {"reverse", NULL}, {"sub", NULL}, {"rep", l_rep}, {NULL, NULL}};
+  /* not: random, randomseed (seeded per process: renders must not vary) */
+  static const lib_entry maths[] = {
+      {"abs", NULL}, {"ceil", NULL}, {"floor", NULL}, {"fmod", NULL}, {"max", NULL},
+      {"min", NULL}, {"modf", NULL}, {"sqrt", NULL}, {"exp", NULL}, {"log", NULL},
+      {"sin", NULL}, {"cos", NULL}, {"tan", NULL}, {"asin", NULL}, {"acos", NULL},
+      {"atan", NULL}, {"tointeger", NULL}, {"type", NULL}, {"ult", NULL}, {"pi", NULL},
+      {"huge", NULL}, {"maxinteger", NULL}, {"mininteger", NULL}, {NULL, NULL}};
+  static const lib_entry tables[] = {
+      {"insert", l_tinsert}, {"remove", l_tremove}, {"move", l_tmove},
+      {"concat", l_tconcat}, {"unpack", l_tunpack}, {"sort", l_tsort}, {"pack", NULL},
+      {NULL, NULL}};
   lua_newtable(L);
-  for (int i = 0; safe[i]; ++i) {
-    lua_getglobal(L, safe[i]);
-    lua_setfield(L, -2, safe[i]);
-  }
-  static const struct { const char *name; lua_CFunction fn; } host_fns[] = {
+  int env = lua_gettop(L);
+  lua_pushglobaltable(L);
+  copy_lib(L, lua_gettop(L), env, base);
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_pcall);
+  lua_setfield(L, env, "pcall");
+  lua_pushcfunction(L, l_xpcall);
+  lua_setfield(L, env, "xpcall");
+
+  lua_getglobal(L, LUA_STRLIBNAME);
+  lua_newtable(L);
+  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), strings);
+  static const luaL_Reg matchers[] = {
+      {"find", l_find}, {"match", l_match}, {"gmatch", l_gmatch}, {"gsub", l_gsub},
+      {NULL, NULL}};
+  luaL_setfuncs(L, matchers, 0);
+  lua_pushliteral(L, ""); /* string methods: the guarded table, hidden */
+  lua_getmetatable(L, -1);
+  lua_pushvalue(L, -3);
+  lua_setfield(L, -2, "__index");
+  lua_pushliteral(L, READ_ONLY);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 2);
+  freeze_top(L);
+  lua_setfield(L, env, "string");
+  lua_pop(L, 1);
+
+  lua_getglobal(L, LUA_MATHLIBNAME);
+  lua_newtable(L);
+  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), maths);
+  freeze_top(L);
+  lua_setfield(L, env, "math");
+  lua_pop(L, 1);
+
+  lua_getglobal(L, LUA_TABLIBNAME);
+  lua_newtable(L);
+  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), tables);
+  freeze_top(L);
+  lua_setfield(L, env, "table");
+  lua_pop(L, 1);
+
+  static const luaL_Reg host_fns[] = {
       {"import", l_import}, {"read_source", l_read_source},
-      {"compile_chunk", l_compile_chunk}};
-  for (size_t i = 0; i < sizeof host_fns / sizeof host_fns[0]; ++i) {
-    lua_pushlightuserdata(L, h);
-    lua_pushcclosure(L, host_fns[i].fn, 1);
-    lua_setfield(L, -2, host_fns[i].name);
-  }
-  h->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      {"compile_chunk", l_compile_chunk}, {NULL, NULL}};
+  luaL_setfuncs(L, host_fns, 0);
 }
 
-int collgen__lua_create(collgen__lua **out, char *err, size_t n) {
-  *out = NULL;
-  collgen__lua *h = calloc(1, sizeof *h);
-  if (!h) return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
-  h->L = luaL_newstate();
-  if (!h->L) {
-    free(h);
-    return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "cannot create a Lua state");
+/* Hashes the snapshot into s, in the embedded list's order. */
+static void hash_files(const collgen__lua *h, collgen__sha256_ctx *s) {
+  for (const collgen__embedded_file *e = collgen__embedded_files; e->path; ++e) {
+    const source_file *f = find_file(h, e->path);
+    collgen__sha256_field(s, e->path, f->text, f->size);
   }
-  h->template_dir = collgen__param_template_dir();
-  lua_State *L = h->L;
+}
+
+static int open_state(lua_State *L) {
+  collgen__lua *h = host_of_state(L);
   luaL_requiref(L, "_G", luaopen_base, 1);
   luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
   luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
@@ -233,28 +1304,84 @@ int collgen__lua_create(collgen__lua **out, char *err, size_t n) {
   lua_settop(L, 0);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "collgen.modules");
-  lua_pushlightuserdata(L, h);
-  lua_setfield(L, LUA_REGISTRYINDEX, "collgen.host");
-  build_sandbox(h);
-  publish_catalog_and_hash(h);
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+  lua_newtable(L); /* the set of read-only proxies, weak keys */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "collgen.frozen");
+  push_sandbox(L);
+  /* the bundle hash: the snapshot and the catalog as this state sees it
+  ** (a recreated state sees the same bytes) */
+  collgen__sha256_ctx s;
+  collgen__sha256_init(&s);
+  hash_files(h, &s);
+  collgen__lua_push_catalog(L, &s);
+  collgen__sha256_final(&s, h->bundle_hash);
+  freeze_top(L);
+  lua_setfield(L, -2, "catalog");
+  freeze_top(L);
+  h->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcfunction(L, l_import);
+  lua_pushliteral(L, "main");
+  lua_call(L, 1, 1);
+  h->main_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return 0;
+}
 
-  lua_pushlightuserdata(L, h);
-  lua_pushcclosure(L, l_import, 1);
-  lua_pushstring(L, "main");
-  if (protected_call(h, 1, 1, err, n) != 0) {
-    collgen__lua_destroy(h);
+static void close_state(collgen__lua *h) {
+  if (h->L) lua_close(h->L);
+  h->L = NULL;
+}
+
+/* Creates the Lua state from the snapshot: libraries, sandbox, catalog,
+** gen/main.lua; within the budgets. */
+static int build_state(collgen__lua *h, char *err, size_t n) {
+  h->mem_used = 0;
+  h->stale = 0;
+  h->L = lua_newstate(budget_alloc, h);
+  if (!h->L) return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "cannot create a Lua state");
+  lua_setwarnf(h->L, NULL, NULL);
+  lua_pushcfunction(h->L, open_state);
+  if (protected_call(h, 0, 0, err, n) != CALL_OK) {
+    close_state(h);
     return COLLGEN_ERR_TEMPLATE;
   }
-  h->main_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return COLLGEN_OK;
+}
+
+/* Before each call: a state that hit a budget is replaced by a fresh one. */
+static int ready(collgen__lua *h, char *err, size_t n) {
+  if (h->L && !h->stale) return COLLGEN_OK;
+  close_state(h);
+  return build_state(h, err, n);
+}
+
+int collgen__lua_create(collgen__lua **out, char *err, size_t n) {
+  *out = NULL;
+  collgen__lua *h = calloc(1, sizeof *h);
+  if (!h) return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  h->limits = collgen__lua_default_limits;
+  h->template_dir = collgen__param_template_dir();
+  int rc = load_files(h, err, n);
+  if (rc == COLLGEN_OK) rc = build_state(h, err, n);
+  if (rc != COLLGEN_OK) {
+    collgen__lua_destroy(h);
+    return rc;
+  }
   *out = h;
   return COLLGEN_OK;
 }
 
 void collgen__lua_destroy(collgen__lua *h) {
   if (!h) return;
-  lua_close(h->L);
+  close_state(h);
+  free_files(h);
   free(h);
+}
+
+void collgen__lua_set_limits(collgen__lua *h, const collgen__lua_limits *limits) {
+  h->limits = *limits;
 }
 
 const uint8_t *collgen__lua_bundle_hash(const collgen__lua *h) {
@@ -296,16 +1423,23 @@ static void push_main_fn(collgen__lua *h, const char *fn) {
   lua_remove(h->L, -2);
 }
 
-/* Leaves the spec table of `shape` on the stack, or returns -1. */
+/* Leaves the spec table of `shape` on the stack, or returns CALL_ERROR or
+** CALL_BUDGET. */
 static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
                          char *err, size_t n) {
   if (!collgen__op_find(shape->op))
-    return collgen__fail(err, n, -1, "unknown op %d", (int)shape->op);
+    return collgen__fail(err, n, CALL_ERROR, "unknown op %d", (int)shape->op);
   if (!collgen__dtype_find(shape->dtype))
-    return collgen__fail(err, n, -1, "unknown dtype %d", (int)shape->dtype);
+    return collgen__fail(err, n, CALL_ERROR, "unknown dtype %d", (int)shape->dtype);
   push_main_fn(h, "plan");
   push_shape(h->L, shape);
   return protected_call(h, 1, 1, err, n);
+}
+
+/* The status of a failed planner call: a budget error is the generator's
+** fault (COLLGEN_ERR_TEMPLATE), anything else the caller's shape. */
+static int plan_status(int call) {
+  return call == CALL_BUDGET ? COLLGEN_ERR_TEMPLATE : COLLGEN_ERR_INVALID_ARG;
 }
 
 /* Reads integer field k of the table at stack top into *v when it is an
@@ -356,9 +1490,12 @@ static int str_field(lua_State *L, const char *k, char *dst, size_t n, char *err
 
 int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
                       collgen_plan_t *plan, char *err, size_t n) {
-  lua_State *L = h->L;
   memset(plan, 0, sizeof *plan);
-  if (plan_to_stack(h, shape, err, n) != 0) return COLLGEN_ERR_INVALID_ARG;
+  int rc = ready(h, err, n);
+  if (rc != COLLGEN_OK) return rc;
+  lua_State *L = h->L;
+  int call = plan_to_stack(h, shape, err, n);
+  if (call != CALL_OK) return plan_status(call);
   int bad = str_field(L, "kernel", plan->kernel, sizeof plan->kernel, err, n) ||
             str_field(L, "algo", plan->algo, sizeof plan->algo, err, n) ||
             int_field_i(L, "group", 1, COLLGEN_MAX_DEVICES, &plan->group, err, n) ||
@@ -373,24 +1510,23 @@ int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
   }
   push_main_fn(h, "canonical");
   lua_insert(L, -2);
-  if (protected_call(h, 1, 1, err, n) != 0) return COLLGEN_ERR_TEMPLATE;
+  if (protected_call(h, 1, 1, err, n) != CALL_OK) return COLLGEN_ERR_TEMPLATE;
   bad = copy_top_string(L, "canonical", plan->canonical, sizeof plan->canonical, err, n);
   lua_pop(L, 1);
   return bad ? COLLGEN_ERR_TEMPLATE : COLLGEN_OK;
 }
 
-int collgen__lua_render(collgen__lua *h, const collgen_shape_t *shape,
-                        int line_directives, char **source, char *err,
-                        size_t n) {
+/* Calls the function below 2 + nextra values (spec, extra arguments,
+** line_directives) and copies the string it returns into *source. */
+static int finish_render(collgen__lua *h, int nargs, char **source, char *err, size_t n) {
   lua_State *L = h->L;
-  *source = NULL;
-  if (plan_to_stack(h, shape, err, n) != 0) return COLLGEN_ERR_INVALID_ARG;
-  push_main_fn(h, "render");
-  lua_insert(L, -2);
-  lua_pushboolean(L, line_directives);
-  if (protected_call(h, 2, 1, err, n) != 0) return COLLGEN_ERR_TEMPLATE;
+  if (protected_call(h, nargs, 1, err, n) != CALL_OK) return COLLGEN_ERR_TEMPLATE;
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
+  if (!text) {
+    lua_pop(L, 1);
+    return collgen__fail(err, n, COLLGEN_ERR_TEMPLATE, "the renderer returned no text");
+  }
   *source = malloc(len + 1);
   if (!*source) {
     lua_pop(L, 1);
@@ -399,6 +1535,42 @@ int collgen__lua_render(collgen__lua *h, const collgen_shape_t *shape,
   memcpy(*source, text, len + 1);
   lua_pop(L, 1);
   return COLLGEN_OK;
+}
+
+int collgen__lua_render(collgen__lua *h, const collgen_shape_t *shape,
+                        int line_directives, char **source, char *err,
+                        size_t n) {
+  *source = NULL;
+  int rc = ready(h, err, n);
+  if (rc != COLLGEN_OK) return rc;
+  int call = plan_to_stack(h, shape, err, n);
+  if (call != CALL_OK) return plan_status(call);
+  push_main_fn(h, "render");
+  lua_insert(h->L, -2);
+  lua_pushboolean(h->L, line_directives);
+  return finish_render(h, 2, source, err, n);
+}
+
+int collgen__lua_render_text(collgen__lua *h, const collgen_shape_t *shape,
+                             const char *text, size_t len, int line_directives,
+                             char **source, char *err, size_t n) {
+  *source = NULL;
+  int rc = ready(h, err, n);
+  if (rc != COLLGEN_OK) return rc;
+  int call = plan_to_stack(h, shape, err, n);
+  if (call != CALL_OK) return plan_status(call);
+  if (!lua_checkstack(h->L, 4)) {
+    lua_pop(h->L, 1);
+    return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  }
+  push_main_fn(h, "render_text");
+  lua_insert(h->L, -2);
+  lua_pushlstring(h->L, text, len); /* within the state's memory budget: may fail */
+  lua_pushboolean(h->L, line_directives);
+  rc = finish_render(h, 3, source, err, n);
+  /* leave no garbage behind: a fuzzer counts the allocations of an input */
+  if (!h->stale) lua_gc(h->L, LUA_GCCOLLECT);
+  return rc;
 }
 
 /* Pushes a shape class as the planner reads it (planner.variants). */
@@ -462,7 +1634,6 @@ static int read_variant(lua_State *L, const collgen_shape_class_t *c, collgen_sh
 
 int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
                           collgen_shape_t **shapes, int *count, char *err, size_t n) {
-  lua_State *L = h->L;
   *shapes = NULL;
   *count = 0;
   if (!collgen__op_find(cls->op))
@@ -471,10 +1642,13 @@ int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown dtype %d", (int)cls->dtype);
   if (cls->group_size_count < 0 || cls->cols_count < 0)
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "negative list length");
+  int rc = ready(h, err, n);
+  if (rc != COLLGEN_OK) return rc;
+  lua_State *L = h->L;
   push_main_fn(h, "variants");
   push_class(L, cls);
-  if (protected_call(h, 1, 1, err, n) != 0) return COLLGEN_ERR_INVALID_ARG;
-  int rc = COLLGEN_OK;
+  int call = protected_call(h, 1, 1, err, n);
+  if (call != CALL_OK) return plan_status(call);
   lua_Integer len = lua_type(L, -1) == LUA_TTABLE ? luaL_len(L, -1) : -1;
   if (len < 0 || len > INT_MAX / (lua_Integer)sizeof **shapes)
     rc = collgen__fail(err, n, COLLGEN_ERR_TEMPLATE, "planner: variants is not a list");

@@ -1,6 +1,7 @@
 /*
-** param.c -- environment parameters (read once, then cached) and small
-** file-system helpers: default cache directory, mkdir -p, atomic writes.
+** param.c -- environment parameters (read once, then cached) and the
+** default cache directory. (The cache's own file-system steps, which must
+** not follow links inside the tree, live in cache/cache.c.)
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,7 +44,8 @@ static void read_params(void) {
   dump_source = (int)env_int("COLLGEN_DUMP_SOURCE", 0, 1, 0);
   cache_disable = (int)env_int("COLLGEN_CACHE_DISABLE", 0, 1, 0);
   cache_max_bytes = env_int("COLLGEN_CACHE_MAX_BYTES", 0, (int64_t)1 << 50, (int64_t)1 << 30);
-  timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 1, COLLGEN_MAX_TIMEOUT_MS, 3000);
+  timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 1, COLLGEN_MAX_TIMEOUT_MS,
+                           COLLGEN_DEFAULT_TIMEOUT_MS);
 }
 
 const char *collgen__param_template_dir(void) {
@@ -79,45 +81,4 @@ int collgen__default_cache_dir(char *buf, size_t n) {
   d = getenv("HOME");
   if (d && *d) return snprintf(buf, n, "%s/.cache/collgen", d) < (int)n ? 0 : -1;
   return -1;
-}
-
-int collgen__mkdirs(const char *path) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -ENAMETOOLONG;
-  for (char *p = tmp + 1; *p; ++p) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -errno;
-    *p = '/';
-  }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -errno;
-  return 0;
-}
-
-int collgen__write_atomic(const char *tmpdir, const char *path,
-                          const void *data, size_t size) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s/entry.XXXXXX", tmpdir) >= (int)sizeof tmp)
-    return -ENAMETOOLONG;
-  int fd = mkstemp(tmp);
-  if (fd < 0) return -errno;
-  const char *p = data;
-  size_t left = size;
-  int rc = 0;
-  while (left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      rc = -errno;
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
-  if (rc == 0 && fsync(fd) != 0) rc = -errno;
-  if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;
-  if (close(fd) != 0 && rc == 0) rc = -errno;
-  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
-  if (rc != 0) unlink(tmp);
-  return rc;
 }

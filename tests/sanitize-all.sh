@@ -11,6 +11,7 @@ set -u
 tool=$1 bin=$2 logdir=$3 par=${4:-4}
 mkdir -p "$logdir"
 export COLLGEN_TIMEOUT_MS=${COLLGEN_TIMEOUT_MS:-120000}
+export COLLGEN_TEST_SLOW=1   # timing bounds of the GPU tests stretch under the sanitizer
 # `--list` prints "suite: N tests" followed by tree lines ending in the name.
 tests=$("$bin" --list 2>&1 | awk '/: [0-9]+ tests?$/ {s=$1; sub(":", "", s); next}
                                   {n=$NF; if (s != "" && n != "") print s "/" n}')

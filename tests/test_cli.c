@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -21,9 +22,19 @@ TestSuite(cli, .init = setup, .fini = teardown, .timeout = 300);
 
 /* Runs `collgen <args>`; returns the exit status and the output. */
 static int cg(const char *args, char **out) {
-  char cmd[8192];
+  char cmd[8000];
   snprintf(cmd, sizeof cmd, "%s %s", COLLGEN_CLI_PATH, args);
   return tu_run(cmd, out);
+}
+
+/* The summary line of pregen ("pregen: N compiled, ..." at a line start),
+** not a "collgen pregen: ..." message. */
+static int pregen_summary(const char *out, int *compiled, int *cached, int *failed) {
+  for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (sscanf(p, "pregen: %d compiled, %d already cached, %d failed", compiled, cached,
+               failed) == 3)
+      return 1;
+  return 0;
 }
 
 Test(cli, help_and_usage_errors) {
@@ -51,8 +62,109 @@ Test(cli, help_and_usage_errors) {
   free(out);
   cr_expect_eq(cg("gen allreduce_sum --ngpus", &out), 2);
   free(out);
-  cr_expect_eq(cg("gen allreduce_sum --ngpus 2 --group-size 3", &out), 1);
+  cr_expect_eq(cg("gen allreduce_sum --ngpus 2 --group-size 3", &out), 2);
   cr_expect(strstr(out, "group_size 3 does not divide ngpus 2"), "%s", out);
+  free(out);
+}
+
+/* Every usage error of every command exits 2 (never 1) and its message
+** echoes the offending value. A planner refusal of a bad spec is a usage
+** error too. */
+Test(cli, usage_errors_exit_2_and_echo_the_value) {
+  static const struct { const char *args, *echo; } cases[] = {
+      {"frobnicate", "'frobnicate'"},
+      {"help frobnicate", "'frobnicate'"},
+      {"gen allreduce_sum --ngpus 2 --group-size 3", "group_size 3 does not divide ngpus 2"},
+      {"compile allreduce_sum --ngpus 2 --group-size 3 --cache-dir @", "group_size 3"},
+      {"gen allreduce_sum --arch sm_1", "'sm_1'"},
+      {"compile allreduce_sum --arch sm_1 --cache-dir @", "'sm_1'"},
+      {"gen allreduce_sum --arch sm_90_and_then_some_more", "sm_90_and_then_some_more"},
+      {"gen allgather_rmsnorm --cols 5000000000000", "5000000000000"},
+      {"gen allreduce_sum --bogus", "'--bogus'"},
+      {"gen allreduce_sum --cache-dir", "--cache-dir"},
+      {"compile allreduce_sum --cache-dir", "--cache-dir"},
+      {"compile allreduce_sum --frob 1 --cache-dir @", "'--frob'"},
+      {"gen allreduce_sum --dtype", "--dtype"},
+      {"gen allreduce_sum --dtype ''", "''"},
+      {"gen ''", "''"},
+      {"pregen --arch sm_1 --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir @", "sm_1"},
+      {"pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --arch '' --cache-dir @", "''"},
+      {"pregen -j 0 --cache-dir @", "'0'"},
+      {"pregen -j 257 --cache-dir @", "'257'"},
+      {"pregen --cache-dir", "--cache-dir"},
+      {"pregen --frob x --cache-dir @", "'--frob'"},
+      {"pregen stray --cache-dir @", "'stray'"},
+      {"cache", "usage: collgen cache"},
+      {"cache frob --cache-dir @", "'frob'"},
+      {"cache ls --frob --cache-dir @", "'--frob'"},
+      {"info extra", "'extra'"},
+      {"demo extra", "'extra'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char args[6000], *out = NULL;
+    /* @ stands for the test's temporary cache directory */
+    const char *at = strchr(cases[i].args, '@');
+    if (at)
+      snprintf(args, sizeof args, "%.*s'%s'%s", (int)(at - cases[i].args), cases[i].args, dir,
+               at + 1);
+    else
+      snprintf(args, sizeof args, "%s", cases[i].args);
+    cr_expect_eq(cg(args, &out), 2, "`collgen %s` exit status; printed: %s", args, out);
+    cr_expect(out && strstr(out, cases[i].echo), "`collgen %s` does not echo %s: %s", args,
+              cases[i].echo, out);
+    free(out);
+  }
+}
+
+/* `collgen help` and `collgen help CMD` are the same as --help. */
+Test(cli, help_command) {
+  char *out = NULL;
+  cr_expect_eq(cg("help 2>/dev/null", &out), 0, "%s", out);
+  cr_expect(strstr(out, "usage: collgen COMMAND"), "%s", out);
+  cr_expect(strstr(out, "help [CMD]"), "the usage lists `help`: %s", out);
+  free(out);
+  static const char *const cmds[] = {"gen", "compile", "pregen", "cache", "info", "demo"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i) {
+    char args[64], want[64];
+    snprintf(args, sizeof args, "help %s 2>/dev/null", cmds[i]);
+    snprintf(want, sizeof want, "usage: collgen %s", cmds[i]);
+    cr_expect_eq(cg(args, &out), 0, "`collgen %s`: %s", args, out);
+    cr_expect(strstr(out, want), "`collgen %s` printed on stdout: %s", args, out);
+    free(out);
+  }
+  cr_expect_eq(cg("help gen extra", &out), 2, "%s", out);
+  free(out);
+}
+
+/* A failed write to stdout (disk full, closed pipe) is an error (exit 1
+** with a message on stderr) for every command, never a silent exit 0. */
+Test(cli, stdout_write_errors_exit_1) {
+  if (access("/dev/full", W_OK) != 0) cr_skip_test("no /dev/full");
+  static const char *const cases[] = {
+      "gen allreduce_sum", "gen allreduce_sum --help", "compile allreduce_sum --cache-dir @",
+      "info", "info --help", "--help", "--version", "help", "help pregen", "pregen --help",
+      "pregen --ops allgather_rmsnorm --dtypes f32 --ngpus 1 --cols 1024 --cache-dir @ -j 1",
+      "cache ls --cache-dir @", "cache verify --cache-dir @", "cache clear --cache-dir @",
+      "cache --help", "demo --help"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char cmd[6000], *out = NULL;
+    /* stdout to /dev/full inside the group, stderr (tu_run's 2>&1) to us */
+    const char *at = strchr(cases[i], '@');
+    if (at)
+      snprintf(cmd, sizeof cmd, "{ %s %.*s'%s'%s >/dev/full; }", COLLGEN_CLI_PATH,
+               (int)(at - cases[i]), cases[i], dir, at + 1);
+    else
+      snprintf(cmd, sizeof cmd, "{ %s %s >/dev/full; }", COLLGEN_CLI_PATH, cases[i]);
+    cr_expect_eq(tu_run(cmd, &out), 1, "`%s` exit status; printed: %s", cmd, out);
+    cr_expect(out && strstr(out, "collgen: cannot write to standard output"), "`%s` printed: %s",
+              cmd, out);
+    free(out);
+  }
+  /* a closed stdout too */
+  char cmd[4400], *out = NULL;
+  snprintf(cmd, sizeof cmd, "{ %s info >&-; }", COLLGEN_CLI_PATH);
+  cr_expect_eq(tu_run(cmd, &out), 1, "%s", out);
+  cr_expect(out && strstr(out, "collgen: cannot write to standard output"), "%s", out);
   free(out);
 }
 
@@ -118,10 +230,7 @@ Test(cli, pregen_fills_then_finds_everything) {
            "--cache-dir '%s' -j 2", dir);
   cr_assert_eq(cg(args, &out), 0, "%s", out);
   int compiled = -1, cached = -1, failed = -1;
-  const char *line = strstr(out, "pregen: ");
-  cr_assert(line, "%s", out);
-  cr_assert_eq(sscanf(line, "pregen: %d compiled, %d already cached, %d failed", &compiled,
-                      &cached, &failed), 3);
+  cr_assert(pregen_summary(out, &compiled, &cached, &failed), "%s", out);
   cr_expect_eq(compiled, 9, "g1: 2 rmsnorm (allreduce copies); g2: 4 allreduce + 3 rmsnorm\n%s", out);
   cr_expect_eq(cached, 0);
   cr_expect_eq(failed, 0);
@@ -159,6 +268,84 @@ Test(cli, pregen_fills_then_finds_everything) {
   free(out);
 }
 
+/* pregen counts a kernel as done only when it is on disk in the target
+** cache at the end: an unusable directory (memory-only cache), a disabled
+** cache or a size cap that evicts what was just written are failures. */
+Test(cli, pregen_fails_when_entries_are_not_on_disk) {
+  static const char *const envs[] = {"", "COLLGEN_CACHE_DISABLE=1", "COLLGEN_CACHE_MAX_BYTES=1"};
+  for (size_t i = 0; i < sizeof envs / sizeof envs[0]; ++i) {
+    char cmd[6000], *out = NULL, cache[4200];
+    if (i == 0) snprintf(cache, sizeof cache, "/proc/collgen-nope");
+    else snprintf(cache, sizeof cache, "%s/c%zu", dir, i);
+    snprintf(cmd, sizeof cmd,
+             "%s %s pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir '%s' -j 2",
+             envs[i], COLLGEN_CLI_PATH, cache);
+    cr_expect_eq(tu_run(cmd, &out), 1, "`%s` exit status; printed: %s", cmd, out);
+    int compiled = -1, cached = -1, failed = -1;
+    if (out && pregen_summary(out, &compiled, &cached, &failed))
+      cr_expect_gt(failed, 0, "`%s` reported no failure: %s", cmd, out);
+    else
+      cr_expect(out && strstr(out, "collgen pregen:") && strstr(out, "not usable"),
+                "`%s` printed: %s", cmd, out);
+    free(out);
+  }
+  /* the evicting cap: three of the four kernels are gone, and pregen says so */
+  char cmd[6000], *out = NULL;
+  snprintf(cmd, sizeof cmd,
+           "COLLGEN_CACHE_MAX_BYTES=1 %s pregen --ops allreduce_sum --dtypes f32 --ngpus 2 "
+           "--cache-dir '%s/cap' -j 1", COLLGEN_CLI_PATH, dir);
+  cr_expect_eq(tu_run(cmd, &out), 1, "%s", out);
+  cr_expect(out && strstr(out, "3 failed"), "%s", out);
+  cr_expect(out && strstr(out, "not on disk"), "%s", out);
+  free(out);
+}
+
+/* Empty lists, empty items and invalid items are usage errors that echo
+** the value; nothing is silently dropped. */
+Test(cli, pregen_rejects_empty_and_invalid_lists) {
+  static const struct { const char *args, *echo; } cases[] = {
+      {"--dtypes bf16,,f99", "'bf16,,f99'"}, {"--dtypes bf16,,f32", "'bf16,,f32'"},
+      {"--dtypes ''", "--dtypes"},           {"--dtypes ,", "','"},
+      {"--dtypes f32,f99", "'f99'"},         {"--ngpus 2,x", "'x'"},
+      {"--ngpus 2,", "'2,'"},                {"--ngpus ,2", "',2'"},
+      {"--ngpus ''", "--ngpus"},             {"--ngpus 9", "'9'"},
+      {"--ops ''", "--ops"},                 {"--ops allreduce_sum,foo", "'foo'"},
+      {"--ops foo", "'foo'"},                {"--cols 1024,,2048", "'1024,,2048'"},
+      {"--cols 0", "'0'"},                   {"--arch sm_90,", "'sm_90,'"},
+      {"--arch ''", "--arch"},               {"--ngpus 1", "no kernel"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char args[6000], *out = NULL;
+    snprintf(args, sizeof args, "pregen --ops allreduce_sum --dtypes f32 --ngpus 2 %s "
+             "--cache-dir '%s/x' -j 1", cases[i].args, dir);
+    cr_expect_eq(cg(args, &out), 2, "`collgen %s` exit status; printed: %s", args, out);
+    cr_expect(out && strstr(out, cases[i].echo), "`collgen %s` does not echo %s: %s", args,
+              cases[i].echo, out);
+    cr_expect(out && !strstr(out, "compiled,"), "`collgen %s` ran: %s", args, out);
+    free(out);
+  }
+}
+
+/* Every early return of pregen frees what it allocated (valgrind, when
+** installed; the ASan build checks the same through the whole suite). */
+Test(cli, pregen_error_paths_do_not_leak) {
+  if (tu_run("command -v valgrind >/dev/null", NULL) != 0) cr_skip_test("no valgrind");
+  static const char *const cases[] = {
+      "--ops foo", "--ops allreduce_sum,foo", "--dtypes f32,x", "--dtypes bf16,,f32",
+      "--ngpus 2,x", "--cols x", "--arch sm_1", "--arch sm_90,sm_1", "-j 0", "--ops",
+      "--ops ''", "--frob 1", "--help"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char cmd[6000], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "valgrind -q --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=all "
+             "--error-exitcode=99 %s pregen --ops allgather_rmsnorm --dtypes f32 --ngpus 2 "
+             "--cols 1024 %s --cache-dir '%s/v' -j 1", COLLGEN_CLI_PATH, cases[i], dir);
+    int rc = tu_run(cmd, &out);
+    cr_expect(rc != 99, "`pregen %s` leaks or misbehaves under valgrind:\n%s", cases[i], out);
+    free(out);
+  }
+}
+
 Test(cli, unusable_cache_dir_warns_and_works) {
   char *out = NULL;
   char args[4400];
@@ -183,5 +370,31 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "collgen_allreduce_twoshot_bf16_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
   /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range */
+  cr_expect(strstr(out, "2 of 2 demo kernels are in the cache"), "%s", out);
+  free(out);
+}
+
+/* The demo without a GPU says what really happened to each kernel: without
+** NVRTC (and an empty cache) nothing was built, and a memory-only cache
+** keeps nothing. */
+Test(cli, demo_without_gpu_reports_what_happened) {
+  char *out = NULL, cmd[4400];
+  cr_assert_eq(cg("info", &out), 0, "%s", out);
+  int no_gpu = strstr(out, "GPUs     none") != NULL;
+  free(out);
+  if (!no_gpu) cr_skip_test("a GPU is present; test_gpu covers the demo");
+  snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DIR='%s' COLLGEN_NVRTC_LIBRARY=/nonexistent %s demo",
+           dir, COLLGEN_CLI_PATH);
+  cr_expect_eq(tu_run(cmd, &out), 1, "%s", out);
+  cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 2 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "cannot load NVRTC"), "%s", out);
+  free(out);
+  /* compiled fine, but nothing kept: exit 0, and it says so */
+  snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DISABLE=1 %s demo", COLLGEN_CLI_PATH);
+  cr_expect_eq(tu_run(cmd, &out), 0, "%s", out);
+  cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 2 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "memory only"), "%s", out);
   free(out);
 }

@@ -93,7 +93,34 @@ typedef struct {
   int inplace, misalign; /* misalign: element offset from the allocation */
   void *alloc_in[8], *alloc_out[8], *in[8], *out[8], *host[8];
   collgen_stream_t streams[8];
+  unsigned long long busy_ns[8]; /* keep rank r's stream busy this long before the call */
 } ar_case;
+
+/* A kernel that keeps a GPU busy for `ns` nanoseconds, as driver-JIT PTX
+** (no NVRTC): stands in for a long prefill queued before a collective. */
+static const char spin_ptx[] =
+    ".version 7.0\n.target sm_80\n.address_size 64\n"
+    ".visible .entry collgen_test_spin(.param .u64 ns) {\n"
+    "  .reg .pred %p;\n  .reg .b64 %rd<5>;\n"
+    "  ld.param.u64 %rd1, [ns];\n  mov.u64 %rd2, %globaltimer;\n"
+    "LOOP:\n  mov.u64 %rd3, %globaltimer;\n  sub.s64 %rd4, %rd3, %rd2;\n"
+    "  setp.lt.u64 %p, %rd4, %rd1;\n  @%p bra LOOP;\n  ret;\n}\n";
+
+/* Queues the spin kernel on rank r's stream s (one block of 32 threads). */
+static void spin_stream(collgen_comm_t *c, int r, collgen_stream_t s, unsigned long long ns) {
+  CUmodule m;
+  CUfunction f;
+  cr_assert_eq(collgen__cu.cuCtxSetCurrent(c->ctx[r]), CUDA_SUCCESS);
+  cr_assert_eq(collgen__cu.cuModuleLoadData(&m, spin_ptx), CUDA_SUCCESS);
+  cr_assert_eq(collgen__cu.cuModuleGetFunction(&f, m, "collgen_test_spin"), CUDA_SUCCESS);
+  void *args[] = {&ns};
+  cr_assert_eq(collgen__cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, args, NULL),
+               CUDA_SUCCESS);
+  /* the module stays loaded until the context goes: the kernel may still run */
+}
+
+/* Timing bounds stretch under compute-sanitizer (tests/sanitize-all.sh). */
+static double slow_factor(void) { return getenv("COLLGEN_TEST_SLOW") ? 50.0 : 1.0; }
 
 static void ar_setup(ar_case *t) {
   size_t esize = (size_t)collgen__dtype_bytes(t->dt);
@@ -125,6 +152,8 @@ static void ar_run_and_check(ar_case *t) {
   int64_t shape[1] = {t->n};
   const int64_t *shapes[8];
   for (int r = 0; r < ndev; ++r) shapes[r] = shape;
+  for (int r = 0; r < ndev; ++r)
+    if (t->busy_ns[r]) spin_stream(t->c, r, t->streams[r], t->busy_ns[r]);
   int rc = collgen_allreduce_sum(t->c, t->dt, 1, shapes, (const void *const *)t->in, t->out,
                                  t->group, t->streams);
   cr_assert_eq(rc, COLLGEN_OK, "allreduce: %s", collgen_comm_last_error(t->c));
@@ -608,6 +637,88 @@ Test(refusal, bad_input_table_on_the_gpu, .timeout = 120) {
   int n = bad_inputs_run(&e, gpu_count());
   cr_expect_geq(n, 60, "only %d cases", n);
   bad_env_check_and_destroy(&e);
+}
+
+/* ---- waits: a late peer is not an error; no host stall after prepare ---- */
+
+/* Rank 1's stream is busy for 10 s (a long prefill) before the collective;
+** rank 0 waits for it under the default bound and the result is exact. */
+Test(waits, busy_peer_for_10s_completes_with_defaults, .timeout = 300) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  cr_expect_geq(c->timeout_ms, 120000, "default bound (or the sanitizer's): %d ms", c->timeout_ms);
+  ar_case t;
+  memset(&t, 0, sizeof t);
+  t.c = c;
+  t.dt = COLLGEN_DTYPE_BF16;
+  t.n = 1 << 20; /* two-shot: barrier waits */
+  ar_setup(&t);
+  t.busy_ns[1] = 10000000000ull;
+  double t0 = collgen__now_ms();
+  ar_run_and_check(&t);
+  double ms = collgen__now_ms() - t0;
+  cr_expect_geq(ms, 9900, "the peer was busy for 10 s, the call took %.0f ms", ms);
+  cr_log_info("two-shot behind a 10 s busy peer: completed exactly after %.0f ms", ms);
+  t.n = 4096; /* LL: token and line waits, 2 s late */
+  ar_teardown(&t);
+  ar_setup(&t);
+  t.busy_ns[1] = 2000000000ull;
+  ar_run_and_check(&t);
+  ar_teardown(&t);
+  collgen_comm_destroy(c);
+}
+
+/* Host time of the first call of a shape while the peer GPU is busy for
+** 2 s: the load of a kernel waits for an idle device, so without prepare
+** the call stalls; after collgen_comm_prepare it returns at once, and the
+** result is exact. */
+Test(waits, first_call_after_prepare_does_not_stall, .timeout = 300) {
+  double stalled = 0, prepared = 0;
+  for (int use_prepare = 0; use_prepare < 2; ++use_prepare) {
+    collgen_comm_t *c = make_comm(2, 0, 0, 0);
+    ar_case t;
+    memset(&t, 0, sizeof t);
+    t.c = c;
+    t.dt = COLLGEN_DTYPE_BF16;
+    t.n = 4096;
+    ar_setup(&t);
+    if (use_prepare) {
+      collgen_shape_t shape;
+      collgen_shape_init(&shape, COLLGEN_OP_ALLREDUCE_SUM);
+      shape.elems = t.n;
+      cr_assert_eq(collgen_comm_prepare(c, &shape, 1), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+    }
+    for (int r = 0; r < 2; ++r) fill_random(t.dt, t.host[r], t.n);
+    for (int r = 0; r < 2; ++r)
+      cr_assert_eq(collgen__dev_upload(c, r, t.in[r], t.host[r], (size_t)t.n * 2), COLLGEN_OK);
+    collgen_stream_t busy;
+    cr_assert_eq(collgen__dev_stream_create(c, 1, &busy), COLLGEN_OK);
+    spin_stream(c, 1, busy, 2000000000ull);
+    int64_t shp[1] = {t.n};
+    const int64_t *shapes[2] = {shp, shp};
+    double t0 = collgen__now_ms();
+    cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, 0,
+                                       t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+    double ms = collgen__now_ms() - t0;
+    *(use_prepare ? &prepared : &stalled) = ms;
+    cr_assert_eq(collgen__dev_sync_all(c, t.streams), COLLGEN_OK, "%s", c->err);
+    void *expect = malloc((size_t)t.n * 2), *got = malloc((size_t)t.n * 2);
+    collgen__ref_allreduce(t.dt, t.n, 2, (const void *const *)t.host, expect);
+    for (int r = 0; r < 2; ++r) {
+      cr_assert_eq(collgen__dev_download(c, r, got, t.out[r], (size_t)t.n * 2), COLLGEN_OK);
+      cr_expect(memcmp(got, expect, (size_t)t.n * 2) == 0, "rank %d differs", r);
+    }
+    free(expect);
+    free(got);
+    cr_assert_eq(collgen__cu.cuStreamSynchronize((CUstream)busy), CUDA_SUCCESS);
+    collgen__dev_stream_destroy(c, 1, busy);
+    ar_teardown(&t);
+    collgen_comm_destroy(c);
+  }
+  cr_log_info("first call while the peer is busy 2 s: %.2f ms without prepare, %.3f ms after "
+              "prepare", stalled, prepared);
+  fprintf(stderr, "waits: first call behind a 2 s busy peer: %.2f ms cold, %.3f ms prepared\n",
+          stalled, prepared);
+  cr_expect_lt(prepared, 5.0 * slow_factor(), "after prepare the call took %.3f ms", prepared);
 }
 
 /* Returns 77 (skip) without a usable GPU. The probe runs in a child so this

@@ -388,3 +388,105 @@ Test(hostpath, bad_input_table_refuses_everything) {
   cr_expect_eq(stats->module_loads, 0);
   bad_env_check_and_destroy(&e);
 }
+
+/* The default wait bound is a safety net of minutes, not seconds: a peer
+** that is seconds late under load must not kill the communicator. */
+Test(hostpath, default_wait_bound_is_ten_minutes) {
+  unsetenv("COLLGEN_TIMEOUT_MS");
+  collgen_comm_t *c = make_comm(2);
+  cr_expect_eq(c->timeout_ms, 600000);
+  cr_expect_eq(COLLGEN_DEFAULT_TIMEOUT_MS, 600000);
+  collgen_comm_destroy(c);
+}
+
+/* collgen_comm_health reads the status records the kernels write and names
+** every rank's state and the peer it gave up on. The records are written
+** here by hand, as a kernel would. */
+Test(hostpath, health_names_the_rank_that_gave_up) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  collgen_comm_health_t h;
+  cr_assert_eq(collgen_comm_health(c, &h), COLLGEN_OK);
+  cr_expect_eq(h.ndev, 4);
+  for (int r = 0; r < 4; ++r) cr_expect_eq(h.rank[r].state, COLLGEN_RANK_OK);
+  unsigned int *rank1 = c->errors + 1 * COLLGEN_STATUS_WORDS;
+  rank1[COLLGEN_ST_RANK] = 1; /* group of 2 based at 0: group rank 1 waited for 0 */
+  rank1[COLLGEN_ST_PEER] = 0;
+  rank1[COLLGEN_ST_STOPPED] = COLLGEN_STOP_TIMEOUT;
+  cr_assert_eq(collgen_comm_health(c, &h), COLLGEN_OK);
+  cr_expect_eq(h.rank[1].state, COLLGEN_RANK_TIMED_OUT);
+  cr_expect_eq(h.rank[1].peer, 0);
+  cr_expect_eq(h.rank[2].state, COLLGEN_RANK_OK);
+  cr_expect_eq(h.rank[2].peer, -1);
+  cr_expect_eq(collgen_comm_check(c), COLLGEN_ERR_TIMEOUT);
+  cr_expect(strstr(collgen_comm_last_error(c), "rank 1 (device 1)") &&
+            strstr(collgen_comm_last_error(c), "for rank 0 (device 0)"), "%s",
+            collgen_comm_last_error(c));
+  cr_expect_eq(collgen_comm_health(NULL, &h), COLLGEN_ERR_INVALID_ARG);
+  collgen_comm_destroy(c);
+}
+
+/* prepare loads every kernel ahead of time, so the first call of a shape
+** loads nothing (a load waits for an idle GPU); bad shapes load nothing. */
+Test(hostpath, prepare_loads_ahead_so_calls_load_nothing) {
+  collgen_comm_t *c = make_comm(2);
+  collgen_shape_t s[3];
+  collgen_shape_init(&s[0], COLLGEN_OP_ALLREDUCE_SUM);
+  s[0].elems = 4096;
+  s[0].group_size = 0;
+  collgen_shape_init(&s[1], COLLGEN_OP_ALLGATHER_RMSNORM);
+  s[1].rows = 8;
+  s[1].cols = 4096;
+  s[1].group_size = 1;
+  collgen_shape_init(&s[2], COLLGEN_OP_ALLREDUCE_SUM);
+  s[2].elems = 4096;
+  s[2].group_size = 1; /* a copy: nothing to load */
+  memset(stats, 0, sizeof *stats);
+  collgen_shape_t bad = s[0];
+  bad.group_size = 3;
+  cr_expect_eq(collgen_comm_prepare(c, &bad, 1), COLLGEN_ERR_INVALID_ARG);
+  bad = s[1];
+  bad.cols = 0;
+  collgen_shape_t two[2] = {s[0], bad};
+  cr_expect_eq(collgen_comm_prepare(c, two, 2), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(stats->module_loads, 0, "every shape is checked before anything loads");
+  cr_assert_eq(collgen_comm_prepare(c, s, 3), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->module_loads, 4, "allreduce on 2 ranks + rmsnorm on 2 groups of 1");
+  cr_expect_eq(stats->launches, 0);
+  int64_t shape[1] = {4096}, shard[2] = {4, 4096};
+  const int64_t *shapes[2] = {shape, shape}, *shards[2] = {shard, shard};
+  void *in[2] = {poisoned(1 << 16), poisoned(1 << 16)}, *out[2] = {poisoned(1 << 16), poisoned(1 << 16)};
+  void *res[2] = {poisoned(1 << 16), poisoned(1 << 16)}, *gam[2] = {poisoned(1 << 16), poisoned(1 << 16)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     0, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  s[1].aligned16 = 1;
+  cr_assert_eq(collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shards, (const void *const *)in,
+                                         out, res, (const void *const *)gam, 1e-6f, 0.0f, 1,
+                                         streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->module_loads, 4, "the calls found their kernels loaded");
+  /* a whole class: every variant on every rank */
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_ALLREDUCE_SUM;
+  cls.dtype = COLLGEN_DTYPE_F32;
+  cls.ngpus = 2;
+  collgen_shape_t *variants = NULL;
+  int nvariants = 0;
+  cr_assert_eq(collgen_plan_variants(c->gen, &cls, &variants, &nvariants), COLLGEN_OK);
+  free(variants);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_comm_prepare_class(c, &cls), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->module_loads, 2 * nvariants, "%d variants", nvariants);
+  cls.ngpus = 4;
+  cr_expect_eq(collgen_comm_prepare_class(c, &cls), COLLGEN_ERR_INVALID_ARG);
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+    free(res[r]);
+    free(gam[r]);
+  }
+  collgen_comm_destroy(c);
+}

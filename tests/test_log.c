@@ -87,7 +87,7 @@ Test(log, handler_receives_parameter_warning, .init = quiet_env) {
   captured got = {0};
   collgen_set_log_handler(capture, &got);
   setenv("COLLGEN_TIMEOUT_MS", "soon", 1);
-  cr_expect_eq(collgen__param_timeout_ms(), 3000, "a bad value keeps the default");
+  cr_expect_eq(collgen__param_timeout_ms(), COLLGEN_DEFAULT_TIMEOUT_MS, "a bad value keeps the default");
   cr_assert_eq(got.count, 1);
   cr_expect_eq(got.level[0], COLLGEN_LOG_WARN);
   cr_expect_str_eq(got.text[0], "ignoring COLLGEN_TIMEOUT_MS=soon (not an integer in 1..86400000)");
@@ -99,7 +99,7 @@ Test(log, timeout_that_wraps_an_int_is_refused, .init = quiet_env) {
   captured got = {0};
   collgen_set_log_handler(capture, &got);
   setenv("COLLGEN_TIMEOUT_MS", "4294967296", 1);
-  cr_expect_eq(collgen__param_timeout_ms(), 3000, "2^32 ms once became 0");
+  cr_expect_eq(collgen__param_timeout_ms(), COLLGEN_DEFAULT_TIMEOUT_MS, "2^32 ms once became 0");
   cr_expect_eq(got.count, 1);
 }
 
@@ -107,7 +107,7 @@ Test(log, timeout_past_int64_is_refused, .init = quiet_env) {
   captured got = {0};
   collgen_set_log_handler(capture, &got);
   setenv("COLLGEN_TIMEOUT_MS", "99999999999999999999", 1);
-  cr_expect_eq(collgen__param_timeout_ms(), 3000, "ERANGE is an error, not LLONG_MAX");
+  cr_expect_eq(collgen__param_timeout_ms(), COLLGEN_DEFAULT_TIMEOUT_MS, "ERANGE is an error, not LLONG_MAX");
   cr_expect_eq(got.count, 1);
 }
 

@@ -1,15 +1,26 @@
 /*
-** cli_common.c -- spec-flag parsing and small helpers for the CLI.
+** cli_common.c -- argument parsing and small helpers for the CLI. Nothing
+** here has a side effect other than messages on cli_diag(): the fuzz
+** harness (tests/fuzz/fuzz_cli_args.c) compiles this file in and runs every
+** parser on arbitrary argument vectors.
 */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "cli.h"
 #include "device_abi.h"
 #include "internal.h"
 #include "parse_int.h"
+#include "sha256.h"
+
+static FILE *diag;
+
+FILE *cli_diag(void) { return diag ? diag : stderr; }
+void cli_set_diag(FILE *f) { diag = f; }
 
 void cli_op_names(char *buf, size_t n, const char *sep) {
   size_t len = 0;
@@ -49,20 +60,14 @@ int cli_is_help(const char *arg) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  FILE *out = cli_diag();
   va_list ap;
-  fprintf(stderr, "collgen %s: ", cmd);
+  fprintf(out, "collgen %s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vfprintf(out, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "\n(try `collgen %s --help`)\n", cmd);
+  fprintf(out, "\n(try `collgen %s --help`)\n", cmd);
   return 2;
-}
-
-int cli_split(char *s, char **items, int max) {
-  int n = 0;
-  for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
-    items[n++] = tok;
-  return n;
 }
 
 int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
@@ -76,7 +81,7 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
   for (int k = 0; valued[k]; ++k) known |= strcmp(f, valued[k]) == 0;
   if (!known) return 0;
   if (i + 1 >= argc) {
-    fprintf(stderr, "collgen: %s needs a value\n", f);
+    fprintf(cli_diag(), "collgen: %s needs a value\n", f);
     return -1;
   }
   const char *v = argv[i + 1];
@@ -84,14 +89,14 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
     if (collgen__parse_dtype(v, &shape->dtype) != 0) {
       char names[256];
       cli_dtype_names(names, sizeof names, ", ");
-      fprintf(stderr, "collgen: unknown dtype '%s' (%s)\n", v, names);
+      fprintf(cli_diag(), "collgen: unknown dtype '%s' (%s)\n", v, names);
       return -1;
     }
     return 2;
   }
   if (strcmp(f, "--arch") == 0) {
-    if (strlen(v) >= sizeof shape->arch) {
-      fprintf(stderr, "collgen: --arch '%s' is too long\n", v);
+    if (!*v || strlen(v) >= sizeof shape->arch) {
+      fprintf(cli_diag(), "collgen: --arch needs an arch like sm_90, got '%s'\n", v);
       return -1;
     }
     snprintf(shape->arch, sizeof shape->arch, "%s", v);
@@ -112,7 +117,7 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
   for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; ++k) {
     if (strcmp(f, ranges[k].flag) != 0) continue;
     if (collgen__parse_int(v, ranges[k].lo, ranges[k].hi, &x) != 0) {
-      fprintf(stderr, "collgen: %s needs an integer in %lld..%lld, got '%s'\n", f,
+      fprintf(cli_diag(), "collgen: %s needs an integer in %lld..%lld, got '%s'\n", f,
               (long long)ranges[k].lo, (long long)ranges[k].hi, v);
       return -1;
     }
@@ -125,4 +130,210 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
   else if (strcmp(f, "--cols") == 0) shape->cols = x;
   else if (strcmp(f, "--max-blocks") == 0) shape->max_blocks = (int)x;
   return 2;
+}
+
+int cli_parse_spec_args(const char *cmd, int argc, char **argv, unsigned extras,
+                        cli_spec_args *a) {
+  memset(a, 0, sizeof *a);
+  a->line_directives = 1;
+  char ops[256];
+  cli_op_names(ops, sizeof ops, ", ");
+  if (argc < 2) return cli_usage_error(cmd, "missing OP (%s)", ops);
+  if (cli_is_help(argv[1])) return CLI_HELP;
+  collgen_op_t op;
+  if (collgen__parse_op(argv[1], &op) != 0)
+    return cli_usage_error(cmd, "unknown op '%s' (%s)", argv[1], ops);
+  collgen_shape_init(&a->shape, op);
+  for (int i = 2; i < argc;) {
+    if (cli_is_help(argv[i])) return CLI_HELP;
+    int used = cli_parse_spec_flag(argc, argv, i, &a->shape);
+    if (used < 0) return 2;
+    if (used == 0 && (extras & CLI_EXTRA_LINE_DIRECTIVES) &&
+        strcmp(argv[i], "--no-line-directives") == 0) {
+      a->line_directives = 0;
+      used = 1;
+    } else if (used == 0 && (extras & CLI_EXTRA_CACHE_DIR) &&
+               strcmp(argv[i], "--cache-dir") == 0) {
+      if (i + 1 >= argc) return cli_usage_error(cmd, "--cache-dir needs a value");
+      a->cache_dir = argv[i + 1];
+      used = 2;
+    }
+    if (used == 0) return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+    i += used;
+  }
+  return 0;
+}
+
+void cli_list_free(cli_list *l) {
+  free(l->text);
+  free(l->items);
+  l->text = NULL;
+  l->items = NULL;
+  l->n = 0;
+}
+
+int cli_list_split(const char *cmd, const char *flag, const char *s, cli_list *l) {
+  l->text = NULL;
+  l->items = NULL;
+  l->n = 0;
+  if (!*s) return cli_usage_error(cmd, "%s needs at least one value, got ''", flag);
+  int max = 1;
+  for (const char *p = s; *p; ++p) max += *p == ',';
+  l->text = strdup(s);
+  l->items = calloc((size_t)max, sizeof *l->items);
+  if (!l->text || !l->items) {
+    fprintf(cli_diag(), "collgen %s: out of memory\n", cmd);
+    return 1;
+  }
+  /* Every item, empty ones included (strtok would drop them silently). */
+  char *p = l->text;
+  for (;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = 0;
+    if (!*p) return cli_usage_error(cmd, "%s: empty item in '%s'", flag, s);
+    l->items[l->n++] = p;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+/* Parses every item of `s` as an integer in [lo, hi] into a malloc'd array
+** *out of *n values. Returns 0, 1 or 2 (usage error echoing the item). */
+static int parse_int_list(const char *flag, const char *s, int64_t lo, int64_t hi,
+                          int64_t **out, int *n) {
+  cli_list l;
+  int rc = cli_list_split("pregen", flag, s, &l);
+  if (rc == 0) {
+    *out = calloc((size_t)l.n, sizeof **out);
+    if (!*out) {
+      fprintf(cli_diag(), "collgen pregen: out of memory\n");
+      rc = 1;
+    }
+  }
+  for (int i = 0; rc == 0 && i < l.n; ++i)
+    if (collgen__parse_int(l.items[i], lo, hi, &(*out)[i]) != 0)
+      rc = cli_usage_error("pregen", "%s: '%s' is not an integer in %lld..%lld", flag,
+                           l.items[i], (long long)lo, (long long)hi);
+  if (rc == 0) *n = l.n;
+  cli_list_free(&l);
+  return rc;
+}
+
+void cli_pregen_free(cli_pregen_opts *o) {
+  cli_list_free(&o->archs);
+  cli_list_free(&o->ops);
+  cli_list_free(&o->dtypes);
+  free(o->op);
+  free(o->dtype);
+  free(o->ngpus);
+  free(o->cols);
+  o->op = NULL;
+  o->dtype = NULL;
+  o->ngpus = o->cols = NULL;
+  o->ngpus_count = o->cols_count = 0;
+}
+
+int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *o) {
+  memset(o, 0, sizeof *o);
+  const char *arch = "sm_90", *ops = "allreduce_sum,allgather_rmsnorm", *dtypes = NULL;
+  const char *ngpus = "2,4,8", *cols = "1024,2048,4096,5120,7168,8192,16384";
+  char all_dtypes[256];
+  cli_dtype_names(all_dtypes, sizeof all_dtypes, ",");
+  dtypes = all_dtypes;
+  o->jobs = default_jobs < 1 ? 1 : default_jobs > 256 ? 256 : default_jobs;
+  static const char *const flags[] = {"--arch", "--ops", "--dtypes", "--ngpus",
+                                      "--cols", "--cache-dir", "-j", NULL};
+  for (int i = 1; i < argc; ++i) {
+    if (cli_is_help(argv[i])) return CLI_HELP;
+    const char *f = argv[i];
+    int k = 0;
+    while (flags[k] && strcmp(f, flags[k]) != 0) ++k;
+    if (!flags[k]) {
+      if (f[0] == '-') return cli_usage_error("pregen", "unknown option '%s'", f);
+      return cli_usage_error("pregen", "unexpected argument '%s'", f);
+    }
+    if (i + 1 >= argc) return cli_usage_error("pregen", "%s needs a value", f);
+    const char *v = argv[++i];
+    switch (k) {
+      case 0: arch = v; break;
+      case 1: ops = v; break;
+      case 2: dtypes = v; break;
+      case 3: ngpus = v; break;
+      case 4: cols = v; break;
+      case 5:
+        if (!*v) return cli_usage_error("pregen", "--cache-dir needs a directory, got ''");
+        o->cache_dir = v;
+        break;
+      default: {
+        int64_t jobs = 0;
+        if (collgen__parse_int(v, 1, 256, &jobs) != 0)
+          return cli_usage_error("pregen", "-j: '%s' is not an integer in 1..256", v);
+        o->jobs = (long)jobs;
+      }
+    }
+  }
+  o->ops_text = ops;
+  o->ngpus_text = ngpus;
+  int rc = cli_list_split("pregen", "--arch", arch, &o->archs);
+  if (rc == 0) rc = cli_list_split("pregen", "--ops", ops, &o->ops);
+  if (rc == 0) rc = cli_list_split("pregen", "--dtypes", dtypes, &o->dtypes);
+  if (rc == 0) rc = parse_int_list("--ngpus", ngpus, 1, COLLGEN_MAX_DEVICES, &o->ngpus,
+                                   &o->ngpus_count);
+  if (rc == 0) rc = parse_int_list("--cols", cols, 1, (int64_t)1 << 31, &o->cols,
+                                   &o->cols_count);
+  if (rc != 0) return rc;
+  for (int a = 0; a < o->archs.n; ++a)
+    if (strlen(o->archs.items[a]) >= sizeof(((collgen_shape_class_t *)0)->arch))
+      return cli_usage_error("pregen", "unknown arch '%s'", o->archs.items[a]);
+  o->op = calloc((size_t)o->ops.n, sizeof *o->op);
+  o->dtype = calloc((size_t)o->dtypes.n, sizeof *o->dtype);
+  if (!o->op || !o->dtype) {
+    fprintf(cli_diag(), "collgen pregen: out of memory\n");
+    return 1;
+  }
+  char names[256];
+  for (int k = 0; k < o->ops.n; ++k)
+    if (collgen__parse_op(o->ops.items[k], &o->op[k]) != 0) {
+      cli_op_names(names, sizeof names, ", ");
+      return cli_usage_error("pregen", "unknown op '%s' (%s)", o->ops.items[k], names);
+    }
+  for (int d = 0; d < o->dtypes.n; ++d)
+    if (collgen__parse_dtype(o->dtypes.items[d], &o->dtype[d]) != 0) {
+      cli_dtype_names(names, sizeof names, ", ");
+      return cli_usage_error("pregen", "unknown dtype '%s' (%s)", o->dtypes.items[d], names);
+    }
+  return 0;
+}
+
+int cli_entry_on_disk(const char *dir, const char *hex_key, char *why, size_t n) {
+  if (!dir) {
+    snprintf(why, n, "the cache is memory only");
+    return 0;
+  }
+  uint8_t key[32];
+  int ok = strlen(hex_key) == 64;
+  for (int i = 0; ok && i < 64; ++i) {
+    char ch = hex_key[i];
+    int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+    ok = v >= 0;
+    if (i % 2 == 0) key[i / 2] = (uint8_t)(v << 4);
+    else key[i / 2] |= (uint8_t)v;
+  }
+  if (!ok) {
+    snprintf(why, n, "bad key '%s'", hex_key);
+    return 0;
+  }
+  /* A fresh look through the cache's own reader (layout, checksum, key),
+  ** not through anything a generator still holds in memory. */
+  collgen__cache *c = NULL;
+  if (collgen__cache_open(&c, dir) != COLLGEN_OK || !collgen__cache_dir(c)) {
+    snprintf(why, n, "cache directory %s is not usable", dir);
+    collgen__cache_close(c);
+    return 0;
+  }
+  ok = collgen__cache_find_disk(c, key, -1, -1) != NULL;
+  collgen__cache_close(c);
+  if (!ok) snprintf(why, n, "no valid entry %.12s... in %s", hex_key, dir);
+  return ok;
 }

@@ -1,6 +1,7 @@
 /*
 ** cmd_cache.c -- `collgen cache ls|verify|clear [--cache-dir D]`.
 */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 static const char help[] =
     "usage: collgen cache ls|verify|clear [--cache-dir D]\n"
     "  ls      one line per entry: key prefix, bytes, registers, kernel, spec\n"
-    "  verify  check every entry's header and checksum; remove bad ones\n"
-    "          (exit 1 if any was bad)\n"
+    "  verify  check every entry as the loader does; remove bad files and\n"
+    "          symlinks (exit 1 if anything was bad)\n"
     "  clear   remove every entry\n";
 
 typedef struct {
@@ -23,31 +24,24 @@ typedef struct {
   int verify, list;
 } walk_state;
 
-static void visit(const char *path, int64_t size, int64_t atime, void *ctx) {
-  (void)atime;
+static void visit(const char *path, int64_t size, const collgen__entry *e, const char *why,
+                  int removed, void *ctx) {
   walk_state *w = ctx;
-  collgen__entry e;
-  char why[256];
   w->entries++;
   w->bytes += size;
-  if (collgen__cache_read_file(path, &e, why, sizeof why) != COLLGEN_OK) {
+  if (!e) {
     w->bad++;
-    if (w->verify) {
-      printf("BAD  %s: %s (removed)\n", path, why);
-      unlink(path);
-    } else {
-      printf("BAD  %s: %s\n", path, why);
-    }
+    printf("BAD  %s: %s%s\n", path, why,
+           !w->verify ? "" : removed ? " (removed)" : " (left in place)");
     return;
   }
   if (w->list) {
     char hex[65];
-    collgen__hex(e.key, hex);
-    const char *arch = strstr(e.canonical, "arch=");
-    printf("%.12s %8zu B %3d regs  %-52s %.*s\n", hex, e.size, e.registers, e.kernel,
+    collgen__hex(e->key, hex);
+    const char *arch = strstr(e->canonical, "arch=");
+    printf("%.12s %8zu B %3d regs  %-52s %.*s\n", hex, e->size, e->registers, e->kernel,
            arch ? (int)strcspn(arch + 5, ";") : 0, arch ? arch + 5 : "");
   }
-  free(e.cubin);
 }
 
 int cmd_cache(int argc, char **argv) {
@@ -76,7 +70,11 @@ int cmd_cache(int argc, char **argv) {
     printf("cache %s: %s does not exist (0 entries)\n", sub, dir);
     return 0;
   }
-  collgen__cache_walk(dir, visit, &w);
+  int rc = collgen__cache_check(dir, w.verify, visit, &w);
+  if (rc < 0 && rc != -ENOENT) {
+    printf("cache %s: %s/entries is not a usable folder (%s)\n", sub, dir, strerror(-rc));
+    return 1;
+  }
   printf("cache %s: %d entries, %lld bytes, %d bad, in %s\n", sub, w.entries,
          (long long)w.bytes, w.bad, dir);
   return w.bad ? 1 : 0;

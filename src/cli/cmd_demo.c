@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "devbuf.h"
+#include "internal.h"
 #include "reference.h"
 
 #define AR_ELEMS (16 * 1024 * 1024 + 3) /* odd: exercises the scalar tail */
@@ -23,6 +24,11 @@ static void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
   collgen__ref_fill_random(dt, p, n, &rng);
 }
 
+/* No GPU: fetches the demo's kernels through the default cache and says
+** what really happened to each (compiled, found, failed; on disk or not).
+** Exit 1 if a kernel could not be built or was not stored in a usable
+** on-disk cache; a memory-only cache (COLLGEN_CACHE_DISABLE=1, unusable
+** directory) is said, and is not an error. */
 static int compile_only(const char *why) {
   printf("collgen demo: no GPU found (%s)\n", why);
   printf("collgen demo: generating and compiling the demo kernels into the cache instead\n");
@@ -31,8 +37,9 @@ static int compile_only(const char *why) {
     fprintf(stderr, "collgen demo: %s\n", collgen_last_error());
     return 1;
   }
-  int failed = 0;
-  for (int op = 0; op < 2; ++op) {
+  const char *dir = collgen__generator_cache_dir(g);
+  int built = 0, stored = 0, total = 0;
+  for (int op = 0; op < 2; ++op, ++total) {
     collgen_shape_t s;
     collgen_shape_init(&s, (collgen_op_t)op);
     s.elems = AR_ELEMS;
@@ -41,17 +48,34 @@ static int compile_only(const char *why) {
     collgen_kernel_info_t info;
     int rc = collgen_get_kernel(g, &s, &info);
     if (rc != COLLGEN_OK) {
-      fprintf(stderr, "collgen demo: %s\n", collgen_generator_last_error(g));
-      failed = 1;
+      fprintf(stderr, "collgen demo: %s: %s\n", collgen_status_name(rc),
+              collgen_generator_last_error(g));
       continue;
     }
-    printf("  %-52s %6zu B cubin, %3d registers, %d spill bytes, %s, %.1f ms\n",
+    built++;
+    char where[4600];
+    int on_disk = cli_entry_on_disk(dir, info.key, where, sizeof where);
+    stored += on_disk;
+    printf("  %-52s %6zu B cubin, %3d registers, %d spill bytes, %s, %.1f ms%s%s\n",
            info.kernel, info.cubin_size, info.registers, info.spill_bytes,
-           info.cache_hit ? "cached" : "compiled", info.milliseconds);
+           info.cache_hit ? "cached" : "compiled", info.milliseconds,
+           on_disk ? "" : "; NOT STORED: ", on_disk ? "" : where);
+  }
+  if (dir) {
+    char note[96] = "; run on a GPU machine to execute them";
+    if (built < total)
+      snprintf(note, sizeof note, " (%d could not be built: see above)", total - built);
+    else if (stored < total)
+      snprintf(note, sizeof note, " (%d built but not stored: see above)", built - stored);
+    printf("collgen demo: %d of %d demo kernels are in the cache %s%s\n", stored, total, dir, note);
+  } else {
+    printf("collgen demo: 0 of %d demo kernels are in the cache: it is memory only (%s), so the "
+           "%d built here were not kept\n", total,
+           collgen__param_cache_disable() ? "COLLGEN_CACHE_DISABLE=1" : "see the warning above",
+           built);
   }
   collgen_generator_destroy(g);
-  printf("collgen demo: kernels are in the cache; run on a GPU machine to execute them\n");
-  return failed;
+  return built < total || (dir && stored < total);
 }
 
 typedef struct {

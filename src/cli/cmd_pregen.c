@@ -8,6 +8,7 @@
 ** compiled once; -j N forks N workers, each with its own generator.
 */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,6 @@
 
 #include "cli.h"
 #include "internal.h"
-#include "parse_int.h"
 
 static const char help[] =
     "usage: collgen pregen [options]\n"
@@ -31,8 +31,11 @@ static const char help[] =
     "  -j N             parallel compile processes, 1..256 (number of CPUs)\n"
     "Every kernel the planner can pick for a call of the matrix is compiled:\n"
     "any element or row count, aligned or not, in place or not, any grid cap.\n"
-    "Prints a progress bar on a terminal and ends with\n"
-    "`pregen: N compiled, M already cached, K failed`; exit 1 if K > 0.\n";
+    "A kernel counts as done only when it is on disk in the cache at the end\n"
+    "(a write error, a memory-only cache or eviction under\n"
+    "COLLGEN_CACHE_MAX_BYTES make it a failure). Prints a progress bar on a\n"
+    "terminal and ends with `pregen: N compiled, M already cached, K failed`;\n"
+    "exit 1 if K > 0, 2 on a bad option, list item or empty matrix.\n";
 
 /* One kernel to compile: a shape that plans to it and its canonical text. */
 typedef struct {
@@ -44,28 +47,6 @@ typedef struct {
   spec *items;
   int n, cap;
 } spec_list;
-
-/* A comma list split in place (the text is a private copy). */
-typedef struct {
-  char *text;
-  char **items;
-  int n;
-} list;
-
-static int split_list(const char *s, list *l) {
-  int max = 1;
-  for (const char *p = s; *p; ++p) max += *p == ',';
-  l->text = strdup(s);
-  l->items = calloc((size_t)max, sizeof *l->items);
-  if (!l->text || !l->items) return -1;
-  l->n = cli_split(l->text, l->items, max);
-  return 0;
-}
-
-static void free_list(list *l) {
-  free(l->text);
-  free(l->items);
-}
 
 static int append(spec_list *l, const collgen_shape_t *s, const char *canonical) {
   if (l->n == l->cap) {
@@ -103,9 +84,11 @@ static int add_class(collgen_generator_t *g, const collgen_shape_class_t *cls, s
   collgen_shape_t *shapes = NULL;
   int count = 0;
   int status = collgen_plan_variants(g, cls, &shapes, &count);
+  if (status == COLLGEN_ERR_INVALID_ARG)
+    return cli_usage_error("pregen", "%s", collgen_generator_last_error(g));
   if (status != COLLGEN_OK) {
     fprintf(stderr, "collgen pregen: %s\n", collgen_generator_last_error(g));
-    return status == COLLGEN_ERR_INVALID_ARG ? 2 : 1;
+    return 1;
   }
   int rc = 0;
   for (int i = 0; i < count && rc == 0; ++i) {
@@ -132,36 +115,70 @@ static void progress(int done, int total) {
   fflush(stderr);
 }
 
-/* Worker: compiles specs w, w+nw, ... and writes one status byte each
-** ('c' compiled, 'h' cached, 'f' failed) to fd. */
+/* What a worker reports for one kernel; one write() of less than
+** PIPE_BUF bytes, so records of concurrent workers never interleave. */
+typedef struct {
+  int32_t index;
+  char status; /* 'c' compiled, 'h' found in the cache, 'f' failed */
+  char key[65];
+} record;
+
+static int read_full(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* Worker: compiles specs w, w+nw, ... and reports one record each. */
 static void worker(const spec_list *l, int w, int nw, const char *cache_dir, int fd) {
   collgen_generator_t *g;
+  record rec;
+  memset(&rec, 0, sizeof rec);
   if (collgen_generator_create(&g, cache_dir) != COLLGEN_OK) {
-    fprintf(stderr, "pregen: %s\n", collgen_last_error());
-    for (int i = w; i < l->n; i += nw)
-      if (write(fd, "f", 1) < 0) break;
+    fprintf(stderr, "collgen pregen: %s\n", collgen_last_error());
+    rec.status = 'f';
+    for (int i = w; i < l->n; i += nw) {
+      rec.index = i;
+      if (write(fd, &rec, sizeof rec) != (ssize_t)sizeof rec) break;
+    }
     return;
   }
   for (int i = w; i < l->n; i += nw) {
     collgen_kernel_info_t info;
     int rc = collgen_get_kernel(g, &l->items[i].shape, &info);
-    char status = rc != COLLGEN_OK ? 'f' : info.cache_hit ? 'h' : 'c';
-    if (rc != COLLGEN_OK)
-      fprintf(stderr, "\npregen: %s: %s\n", collgen_status_name(rc),
+    memset(&rec, 0, sizeof rec);
+    rec.index = i;
+    rec.status = rc != COLLGEN_OK ? 'f' : info.cache_hit ? 'h' : 'c';
+    if (rc == COLLGEN_OK) memcpy(rec.key, info.key, sizeof rec.key);
+    else
+      fprintf(stderr, "\ncollgen pregen: %s: %s\n", collgen_status_name(rc),
               collgen_generator_last_error(g));
-    if (write(fd, &status, 1) < 0) break;
+    if (write(fd, &rec, sizeof rec) != (ssize_t)sizeof rec) break;
   }
   collgen_generator_destroy(g);
 }
 
-/* Forks `jobs` workers over the list; prints the summary line and returns
-** the number of failed kernels. */
-static int compile_all(const spec_list *l, long jobs, const char *cache_dir) {
-  if (jobs > l->n) jobs = l->n ? l->n : 1;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    perror("collgen pregen: pipe");
-    return l->n ? l->n : 1;
+/* Forks `jobs` workers over the list, then checks that every kernel they
+** report is on disk in `dir` (the cache they wrote to): one evicted by a
+** later write, or never written, is a failure. Prints the summary line and
+** returns the number of failed kernels. */
+static int compile_all(const spec_list *l, long jobs, const char *dir, const char *cache_dir) {
+  if (jobs > l->n) jobs = l->n;
+  char *status = calloc((size_t)l->n, 1);
+  char (*keys)[65] = calloc((size_t)l->n, sizeof *keys);
+  int fds[2] = {-1, -1};
+  if (!status || !keys || pipe(fds) != 0) {
+    perror("collgen pregen");
+    free(status);
+    free(keys);
+    printf("pregen: 0 compiled, 0 already cached, %d failed\n", l->n);
+    return l->n;
   }
   fflush(NULL);
   for (long w = 0; w < jobs; ++w) {
@@ -174,141 +191,111 @@ static int compile_all(const spec_list *l, long jobs, const char *cache_dir) {
     if (pid < 0) perror("collgen pregen: fork"); /* its share is counted as failed */
   }
   close(fds[1]);
-  int compiled = 0, cached = 0, failed = 0, done = 0;
-  char status;
+  int done = 0;
+  record rec;
   progress(0, l->n);
-  while (read(fds[0], &status, 1) == 1) {
-    compiled += status == 'c';
-    cached += status == 'h';
-    failed += status == 'f';
+  while (read_full(fds[0], &rec, sizeof rec) == 0) {
+    if (rec.index < 0 || rec.index >= l->n || status[rec.index]) continue;
+    rec.key[64] = 0;
+    status[rec.index] = rec.status == 'c' || rec.status == 'h' ? rec.status : 'f';
+    memcpy(keys[rec.index], rec.key, sizeof rec.key);
     progress(++done, l->n);
   }
   close(fds[0]);
   while (wait(NULL) > 0) {}
-  failed += l->n - done; /* a worker that died reported nothing */
-  printf("pregen: %d compiled, %d already cached, %d failed\n", compiled, cached, failed);
-  return failed;
-}
-
-/* Parses every item of a list as an integer in [lo, hi] into a malloc'd
-** array; a usage error (exit code 2) names the flag otherwise. */
-static int parse_ints(const list *l, const char *flag, int64_t lo, int64_t hi, int64_t **out) {
-  *out = calloc((size_t)(l->n ? l->n : 1), sizeof **out);
-  if (!*out) return 1;
-  if (l->n == 0) return cli_usage_error("pregen", "%s needs at least one value", flag);
-  for (int i = 0; i < l->n; ++i)
-    if (collgen__parse_int(l->items[i], lo, hi, &(*out)[i]) != 0)
-      return cli_usage_error("pregen", "%s: '%s' is not an integer in %lld..%lld", flag,
-                             l->items[i], (long long)lo, (long long)hi);
-  return 0;
-}
-
-typedef struct {
-  const char *arch, *ops, *dtypes, *ngpus, *cols, *cache_dir;
-  long jobs;
-} options;
-
-/* Reads the flags; returns -1 to go on, else the exit code. */
-static int parse_options(int argc, char **argv, options *o) {
-  for (int i = 1; i < argc; ++i) {
-    if (cli_is_help(argv[i])) {
-      fputs(help, stdout);
-      return 0;
+  int compiled = 0, cached = 0, failed = 0, reported = 0;
+  for (int i = 0; i < l->n; ++i) {
+    char why[4600];
+    if (!status[i]) {
+      status[i] = 'f'; /* a worker that died reported nothing */
+      snprintf(why, sizeof why, "no report from its worker");
+    } else if (status[i] != 'f' && !cli_entry_on_disk(dir, keys[i], why, sizeof why)) {
+      status[i] = 'f';
+    } else {
+      why[0] = 0;
     }
-    if (i + 1 >= argc) return cli_usage_error("pregen", "option '%s' needs a value", argv[i]);
-    const char *f = argv[i], *v = argv[++i];
-    int64_t jobs = 0;
-    if (strcmp(f, "--arch") == 0) o->arch = v;
-    else if (strcmp(f, "--ops") == 0) o->ops = v;
-    else if (strcmp(f, "--dtypes") == 0) o->dtypes = v;
-    else if (strcmp(f, "--ngpus") == 0) o->ngpus = v;
-    else if (strcmp(f, "--cols") == 0) o->cols = v;
-    else if (strcmp(f, "--cache-dir") == 0) o->cache_dir = v;
-    else if (strcmp(f, "-j") == 0) {
-      if (collgen__parse_int(v, 1, 256, &jobs) != 0)
-        return cli_usage_error("pregen", "-j: '%s' is not an integer in 1..256", v);
-      o->jobs = (long)jobs;
-    } else return cli_usage_error("pregen", "unknown option '%s'", f);
+    compiled += status[i] == 'c';
+    cached += status[i] == 'h';
+    failed += status[i] == 'f';
+    const char *kernel = strstr(l->items[i].canonical, "kernel=");
+    if (why[0] && reported++ < 10)
+      fprintf(stderr, "collgen pregen: %s is not on disk after pregen: %s\n",
+              kernel ? kernel + 7 : l->items[i].canonical, why);
   }
-  return -1;
+  if (reported > 10) fprintf(stderr, "collgen pregen: ... and %d more not on disk\n", reported - 10);
+  if (reported)
+    fprintf(stderr, "collgen pregen: (write errors are warned above; COLLGEN_CACHE_MAX_BYTES=%lld "
+            "evicts least-recently-used entries)\n", (long long)collgen__param_cache_max_bytes());
+  printf("pregen: %d compiled, %d already cached, %d failed\n", compiled, cached, failed);
+  free(status);
+  free(keys);
+  return failed;
 }
 
 /* Builds the list of distinct kernels of the matrix; returns the exit
 ** code of a failure, or -1. */
-static int build_matrix(collgen_generator_t *g, const options *o, spec_list *l) {
-  list archs = {0}, ops = {0}, dtypes = {0}, ngpus_l = {0}, cols_l = {0};
-  int64_t *ngpus = NULL, *cols = NULL;
+static int build_matrix(collgen_generator_t *g, const cli_pregen_opts *o, spec_list *l) {
   int rc = -1;
-  if (split_list(o->arch, &archs) || split_list(o->ops, &ops) ||
-      split_list(o->dtypes, &dtypes) || split_list(o->ngpus, &ngpus_l) ||
-      split_list(o->cols, &cols_l)) {
-    fprintf(stderr, "collgen pregen: out of memory\n");
-    rc = 1;
-    goto out;
-  }
-  int bad = parse_ints(&ngpus_l, "--ngpus", 1, COLLGEN_MAX_DEVICES, &ngpus);
-  if (!bad) bad = parse_ints(&cols_l, "--cols", 1, (int64_t)1 << 31, &cols);
-  if (bad) {
-    rc = bad;
-    goto out;
-  }
-  for (int a = 0; a < archs.n && rc < 0; ++a)
-    for (int k = 0; k < ops.n && rc < 0; ++k)
-      for (int d = 0; d < dtypes.n && rc < 0; ++d) {
+  for (int a = 0; a < o->archs.n && rc < 0; ++a)
+    for (int k = 0; k < o->ops.n && rc < 0; ++k)
+      for (int d = 0; d < o->dtypes.n && rc < 0; ++d) {
         collgen_shape_class_t cls;
         memset(&cls, 0, sizeof cls);
-        if (collgen__parse_op(ops.items[k], &cls.op) != 0) {
-          rc = cli_usage_error("pregen", "unknown op '%s'", ops.items[k]);
-          break;
-        }
-        if (collgen__parse_dtype(dtypes.items[d], &cls.dtype) != 0) {
-          rc = cli_usage_error("pregen", "unknown dtype '%s'", dtypes.items[d]);
-          break;
-        }
-        if (strlen(archs.items[a]) >= sizeof cls.arch) {
-          rc = cli_usage_error("pregen", "unknown arch '%s'", archs.items[a]);
-          break;
-        }
-        snprintf(cls.arch, sizeof cls.arch, "%s", archs.items[a]);
-        cls.cols = cols;
-        cls.cols_count = cols_l.n;
-        for (int n = 0; n < ngpus_l.n && rc < 0; ++n) {
-          cls.ngpus = (int)ngpus[n];
+        cls.op = o->op[k];
+        cls.dtype = o->dtype[d];
+        snprintf(cls.arch, sizeof cls.arch, "%s", o->archs.items[a]);
+        cls.cols = o->cols;
+        cls.cols_count = o->cols_count;
+        for (int n = 0; n < o->ngpus_count && rc < 0; ++n) {
+          cls.ngpus = (int)o->ngpus[n];
           int status = add_class(g, &cls, l);
           if (status != 0) rc = status;
         }
       }
-out:
-  free(ngpus);
-  free(cols);
-  free_list(&archs);
-  free_list(&ops);
-  free_list(&dtypes);
-  free_list(&ngpus_l);
-  free_list(&cols_l);
+  if (rc < 0 && l->n == 0)
+    rc = cli_usage_error("pregen", "the matrix --ops '%s' --ngpus '%s' has no kernel to compile "
+                         "(allreduce_sum over groups of one is a copy)", o->ops_text,
+                         o->ngpus_text);
   return rc;
 }
 
 int cmd_pregen(int argc, char **argv) {
-  options o = {"sm_90", "allreduce_sum,allgather_rmsnorm", "bf16,f16,f32", "2,4,8",
-               "1024,2048,4096,5120,7168,8192,16384", NULL, sysconf(_SC_NPROCESSORS_ONLN)};
-  int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
-  if (o.jobs < 1) o.jobs = 1;
-  if (o.jobs > 256) o.jobs = 256;
-
-  collgen_generator_t *g;
+  cli_pregen_opts o;
+  spec_list l = {NULL, 0, 0};
+  collgen_generator_t *g = NULL;
+  char dir[4096] = "";
+  int rc = cli_pregen_parse(argc, argv, sysconf(_SC_NPROCESSORS_ONLN), &o);
+  if (rc == CLI_HELP) fputs(help, stdout);
+  if (rc != 0) {
+    rc = rc == CLI_HELP ? 0 : rc;
+    goto out;
+  }
   if (collgen_generator_create(&g, o.cache_dir) != COLLGEN_OK) {
     fprintf(stderr, "collgen pregen: %s\n", collgen_last_error());
-    return 1;
+    rc = 1;
+    goto out;
   }
-  spec_list l = {NULL, 0, 0};
   rc = build_matrix(g, &o, &l);
-  collgen_generator_destroy(g);
-  if (rc < 0) {
-    unique(&l);
-    rc = compile_all(&l, o.jobs, o.cache_dir) ? 1 : 0;
+  if (rc >= 0) goto out;
+  unique(&l);
+  /* A memory-only cache (unusable directory, COLLGEN_CACHE_DISABLE=1)
+  ** would compile everything and keep nothing. */
+  const char *d = collgen__generator_cache_dir(g);
+  if (!d) {
+    fprintf(stderr, "collgen pregen: the cache is not usable on disk (%s): nothing would be "
+            "written\n", collgen__param_cache_disable() ? "COLLGEN_CACHE_DISABLE=1"
+                                                        : "see the warning above");
+    printf("pregen: 0 compiled, 0 already cached, %d failed\n", l.n);
+    rc = 1;
+    goto out;
   }
+  snprintf(dir, sizeof dir, "%s", d);
+  collgen_generator_destroy(g); /* before fork: the workers make their own */
+  g = NULL;
+  rc = compile_all(&l, o.jobs, dir, o.cache_dir) ? 1 : 0;
+out:
+  collgen_generator_destroy(g);
   free(l.items);
+  cli_pregen_free(&o);
   return rc;
 }

@@ -1,10 +1,16 @@
 /*
-** main.c -- the `collgen` command: dispatches to its subcommands.
+** main.c -- the `collgen` command: dispatches to its subcommands and owns
+** the exit status of all of them: whatever a command returns, a failed
+** write to stdout (disk full, closed descriptor) makes it 1, with a message
+** on stderr.
 */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -18,27 +24,98 @@ static const char usage[] =
     "  cache        ls | verify | clear the on-disk cache\n"
     "  info         versions, GPUs and P2P matrix, cache location\n"
     "  demo         run both ops on all GPUs and check them (the main job)\n"
+    "  help [CMD]   this text, or the options of CMD\n"
     "\n"
-    "OP is allreduce_sum or allgather_rmsnorm. `collgen COMMAND --help` for\n"
-    "each command's options. Environment: see docs/environment.md.\n";
+    "OP is allreduce_sum or allgather_rmsnorm. `collgen help CMD` or\n"
+    "`collgen CMD --help` for each command's options. Exit status: 0 success,\n"
+    "1 failure, 2 usage error. Environment: see docs/environment.md.\n";
 
-int main(int argc, char **argv) {
-  /* The library prints nothing unless asked; the command asks for all of it
-  ** (cache warnings included) unless the user chose a COLLGEN_LOG level. */
-  setenv("COLLGEN_LOG", "info", 0);
-  if (argc < 2 || cli_is_help(argv[1])) {
-    fputs(usage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
-      {"gen", cmd_gen},     {"compile", cmd_compile}, {"pregen", cmd_pregen},
-      {"cache", cmd_cache}, {"info", cmd_info},       {"demo", cmd_demo}};
+typedef int (*cmd_fn)(int, char **);
+static const struct {
+  const char *name;
+  cmd_fn fn;
+} cmds[] = {{"gen", cmd_gen},     {"compile", cmd_compile}, {"pregen", cmd_pregen},
+            {"cache", cmd_cache}, {"info", cmd_info},       {"demo", cmd_demo}};
+
+static cmd_fn find(const char *name) {
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i)
-    if (strcmp(argv[1], cmds[i].name) == 0) return cmds[i].fn(argc - 1, argv + 1);
+    if (strcmp(name, cmds[i].name) == 0) return cmds[i].fn;
+  return NULL;
+}
+
+static int unknown(const char *name) {
+  fprintf(stderr, "collgen: unknown command '%s'\n\n%s", name, usage);
+  return 2;
+}
+
+/* `collgen help [CMD]`: the same as `collgen --help` / `collgen CMD --help`. */
+static int help(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (argc > 2) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
+  if (strcmp(argv[1], "help") == 0) return help(1, argv);
+  cmd_fn fn = find(argv[1]);
+  if (!fn) return unknown(argv[1]);
+  char flag[] = "--help";
+  char *args[] = {argv[1], flag, NULL};
+  return fn(2, args);
+}
+
+static int dispatch(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  if (cli_is_help(argv[1])) {
+    fputs(usage, stdout);
+    return 0;
+  }
   if (strcmp(argv[1], "--version") == 0) {
     printf("collgen %s\n", collgen_version());
     return 0;
   }
-  fprintf(stderr, "collgen: unknown command '%s'\n\n%s", argv[1], usage);
-  return 2;
+  if (strcmp(argv[1], "help") == 0) return help(argc - 1, argv + 1);
+  cmd_fn fn = find(argv[1]);
+  return fn ? fn(argc - 1, argv + 1) : unknown(argv[1]);
+}
+
+int main(int argc, char **argv) {
+  /* A descriptor 0-2 closed by the caller would be handed to the next
+  ** open() (a cache file, say) and printf would write into it: park
+  ** /dev/null there, and remember that stdout was missing. */
+  int stdout_closed = 0;
+  for (;;) {
+    int fd = open("/dev/null", O_RDWR); /* the lowest free descriptor */
+    if (fd < 0) break;
+    if (fd > 2) {
+      close(fd);
+      break;
+    }
+    stdout_closed |= fd == 1;
+  }
+  /* The library prints nothing unless asked; the command asks for all of it
+  ** (cache warnings included) unless the user chose a COLLGEN_LOG level. */
+  setenv("COLLGEN_LOG", "info", 0);
+  int rc = dispatch(argc, argv);
+  /* Checked once here for every command: buffered output is only known to
+  ** be written after the flush, and close can report a deferred error. */
+  errno = 0;
+  int bad = stdout_closed;
+  int err = stdout_closed ? EBADF : 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    bad = 1;
+    if (!err) err = errno;
+  }
+  if (fclose(stdout) != 0 && !stdout_closed) {
+    bad = 1;
+    if (!err) err = errno;
+  }
+  if (bad) {
+    fprintf(stderr, "collgen: cannot write to standard output: %s\n",
+            err ? strerror(err) : "write error");
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }

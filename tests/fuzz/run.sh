@@ -9,8 +9,8 @@ cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-60}; shift || true
 B=${COLLGEN_FUZZ_BUILD:-build-fuzz}
 CC=clang cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Debug -DCOLLGEN_FUZZ=ON -DCOLLGEN_BUILD_TESTS=OFF \
-  -DCOLLGEN_BUILD_BENCH=OFF > "$B.configure.log" 2>&1 || { cat "$B.configure.log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" > "$B.build.log" 2>&1 || { tail -40 "$B.build.log"; exit 1; }
+  -DCOLLGEN_BUILD_BENCH=OFF > "$B-configure.log" 2>&1 || { cat "$B-configure.log"; exit 1; }
+cmake --build "$B" -j"$(nproc)" > "$B-build.log" 2>&1 || { tail -40 "$B-build.log"; exit 1; }
 names=("$@")
 if [ ${#names[@]} = 0 ]; then
   for f in tests/fuzz/fuzz_*.c; do n=$(basename "$f" .c); names+=("${n#fuzz_}"); done

@@ -1,0 +1,87 @@
+/*
+** prepare.c -- loads kernels ahead of the calls that need them
+** (collgen_comm_prepare, collgen_comm_prepare_class): loading code into a
+** context waits until that device is idle, so a program that must never
+** stall on a first call loads while its GPUs are idle.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "op_runtime.h"
+
+/* Checks one shape against the communicator; resolves group_size. */
+static int check_shape(collgen_comm_t *c, const collgen_shape_t *in, int i, collgen_shape_t *s) {
+  *s = *in;
+  s->ngpus = c->ndev;
+  s->max_blocks = c->max_blocks;
+  if (s->group_size == 0) s->group_size = c->ndev;
+  if (!collgen__op_runtime_find(s->op))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "shape %d: unknown op %d", i, (int)s->op);
+  if (s->group_size < 1 || c->ndev % s->group_size != 0)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "shape %d: group_size %d does not divide the %d ranks", i,
+                         s->group_size, c->ndev);
+  /* The planner checks the rest (dtype, sizes, arch) when it plans. */
+  collgen_plan_t plan;
+  if (collgen_plan(c->gen, s, &plan) != COLLGEN_OK)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "shape %d: %s", i,
+                         collgen_generator_last_error(c->gen));
+  return COLLGEN_OK;
+}
+
+/* Loads the kernel of every group of one checked shape (none for a group
+** of one of an op that copies instead). */
+static int load_shape(collgen_comm_t *c, collgen_shape_t *s) {
+  if (s->group_size == 1 && collgen__op_runtime_find(s->op)->copy_alone) return COLLGEN_OK;
+  CUfunction fn[COLLGEN_MAX_DEVICES];
+  for (int base = 0; base < c->ndev; base += s->group_size) {
+    int rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL, NULL);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  return COLLGEN_OK;
+}
+
+int collgen_comm_prepare(collgen_comm_t *c, const collgen_shape_t *shapes, int count) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  c->err[0] = 0;
+  int rc = collgen__comm_check_errors(c);
+  if (rc != COLLGEN_OK) return rc;
+  if (count < 0 || (count > 0 && !shapes))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "shapes must hold count >= 0 shapes");
+  collgen_shape_t s;
+  for (int i = 0; i < count; ++i) {
+    rc = check_shape(c, &shapes[i], i, &s);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  for (int i = 0; i < count; ++i) {
+    check_shape(c, &shapes[i], i, &s);
+    rc = load_shape(c, &s);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  return COLLGEN_OK;
+}
+
+int collgen_comm_prepare_class(collgen_comm_t *c, const collgen_shape_class_t *cls) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  c->err[0] = 0;
+  if (!cls)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "cls is NULL");
+  if (cls->ngpus != c->ndev)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "the class is for %d ranks, the communicator has %d", cls->ngpus,
+                         c->ndev);
+  collgen_shape_class_t local = *cls;
+  snprintf(local.arch, sizeof local.arch, "%s", c->arch[0]);
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  int rc = collgen_plan_variants(c->gen, &local, &shapes, &count);
+  if (rc != COLLGEN_OK) {
+    snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
+    return rc;
+  }
+  rc = collgen_comm_prepare(c, shapes, count);
+  free(shapes);
+  return rc;
+}
