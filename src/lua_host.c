@@ -107,11 +107,11 @@ static char *read_file(const char *path, size_t *size) {
   size_t cap = (size_t)st.st_size + 1;
   char *buf = malloc(cap + 1);
   size_t len = buf ? fread(buf, 1, cap, fp) : 0;
-  int bad = !buf || ferror(fp) || len >= cap; /* grew while read: refuse */
+  int bad = !buf ? ENOMEM : ferror(fp) || len >= cap ? EIO : 0; /* EIO: grew while read */
   fclose(fp);
   if (bad) {
     free(buf);
-    errno = buf ? EIO : ENOMEM;
+    errno = bad;
     return NULL;
   }
   buf[len] = 0;
@@ -137,10 +137,11 @@ static int load_files(collgen__lua *h, char *err, size_t n) {
   if (!h->files) return collgen__fail(err, n, COLLGEN_ERR_NO_MEMORY, "out of memory");
   const char *dir = h->template_dir;
   struct stat st;
-  if (dir && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+  int bad_dir = !dir ? 0 : stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+  if (bad_dir)
     return collgen__fail(err, n, COLLGEN_ERR_TEMPLATE,
-                         "COLLGEN_TEMPLATE_DIR=%s is not a directory (%s); unset it to use "
-                         "the embedded templates", dir, strerror(errno ? errno : ENOTDIR));
+                         "COLLGEN_TEMPLATE_DIR=%s is not a template tree (%s); unset it to "
+                         "use the embedded templates", dir, strerror(bad_dir));
   /* gen/main.lua first: without it the directory is not a template tree */
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < count; ++i) {
@@ -518,9 +519,8 @@ static uint64_t span(lua_Integer a, lua_Integer b) {
 }
 
 static int l_tinsert(lua_State *L) {
-  lua_Integer e = guarded_len(L, 1, "insert") + 1;
-  lua_Integer pos = lua_gettop(L) == 3 ? lua_tointeger(L, 2) : e;
-  charge(L, 1 + span(pos, e));
+  lua_Integer n = guarded_len(L, 1, "insert"); /* elements n+1 down to pos move */
+  charge(L, 1 + (lua_gettop(L) == 3 ? span(lua_tointeger(L, 2), n) : 0));
   return call_original(L);
 }
 
@@ -540,15 +540,15 @@ static int l_tmove(lua_State *L) {
 }
 
 static int l_tconcat(lua_State *L) {
-  lua_Integer last = lua_isnoneornil(L, 4) ? guarded_len(L, 1, "concat") : lua_tointeger(L, 4);
-  if (lua_type(L, 1) == LUA_TTABLE) guarded_len(L, 1, "concat");
+  lua_Integer n = guarded_len(L, 1, "concat");
+  lua_Integer last = lua_isnoneornil(L, 4) ? n : lua_tointeger(L, 4);
   charge(L, 1 + span(luaL_optinteger(L, 3, 1), last));
   return call_original(L);
 }
 
 static int l_tunpack(lua_State *L) {
-  lua_Integer last = lua_isnoneornil(L, 3) ? guarded_len(L, 1, "unpack") : lua_tointeger(L, 3);
-  if (lua_type(L, 1) == LUA_TTABLE) guarded_len(L, 1, "unpack");
+  lua_Integer n = guarded_len(L, 1, "unpack");
+  lua_Integer last = lua_isnoneornil(L, 3) ? n : lua_tointeger(L, 3);
   charge(L, 1 + span(luaL_optinteger(L, 2, 1), last));
   return call_original(L);
 }
@@ -1111,7 +1111,9 @@ static int l_read_source(lua_State *L) {
 static void load_text(lua_State *L, const char *code, size_t len,
                       const char *chunkname, int env_index) {
   charge(L, 1 + len / BYTES_PER_UNIT);
-  if (luaL_loadbufferx(L, code, len, chunkname, "t") != LUA_OK) lua_error(L);
+  int status = luaL_loadbufferx(L, code, len, chunkname, "t");
+  if (status == LUA_ERRMEM) host_of(L)->oom = 1; /* rethrown as a plain error */
+  if (status != LUA_OK) lua_error(L);
   lua_pushvalue(L, env_index);
   lua_setupvalue(L, -2, 1);
 }
@@ -1174,7 +1176,6 @@ static int protected_call(collgen__lua *h, int nargs, int nres, char *err, size_
   lua_insert(L, base);
   start_call(h);
   int rc = lua_pcall(L, nargs, nres, base);
-  if (getenv("COLLGEN_DEBUG_WORK")) fprintf(stderr, "work %llu mem %zu\n", (unsigned long long)h->work, h->mem_used);
   lua_remove(L, base);
   if (rc == LUA_OK) return CALL_OK;
   const char *msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "?";

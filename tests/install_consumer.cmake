@@ -76,7 +76,9 @@ execute_process(COMMAND ${CC} ${src} -o ${BUILD_DIR}/install-test/pc_consumer ${
 if(rc)
   message(FATAL_ERROR "compiling against the moved install with pkg-config failed:\n${out}")
 endif()
-set(ENV{LD_LIBRARY_PATH} ${pc_libdir})
+# Prepend, not replace: a staged Lua (the GPU machine's .deps) is found
+# through the caller's LD_LIBRARY_PATH.
+set(ENV{LD_LIBRARY_PATH} "${pc_libdir}:$ENV{LD_LIBRARY_PATH}")
 execute_process(COMMAND ${BUILD_DIR}/install-test/pc_consumer RESULT_VARIABLE rc
                 OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(rc OR NOT out MATCHES "collgen ")

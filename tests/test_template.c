@@ -308,6 +308,13 @@ Test(template, table_move_range_is_bounded, .timeout = 60) {
   tu_remove_tree(tree);
 }
 
+Test(template, table_functions_refuse_a_length_they_cannot_trust, .timeout = 60) {
+  broken_main(FOR_BF16("table.insert(setmetatable({}, {__len = function() return 1 << 40 end}), "
+                       "1, 0)"));
+  expect_stopped("a table with a __len metamethod");
+  tu_remove_tree(tree);
+}
+
 Test(template, memory_budget_stops_a_greedy_template, .timeout = 120) {
   cap_address_space();
   broken_tree("allreduce.cu.tpl", 12,
@@ -457,4 +464,210 @@ Test(template, a_template_dir_without_gen_main_is_an_error) {
   cr_expect(strstr(collgen_last_error(), "gen/main.lua"), "%s", collgen_last_error());
   collgen_generator_destroy(g);
   tu_remove_tree(tree);
+}
+
+/* ---- The sandbox's pattern functions ------------------------------------ */
+
+/* Renders `text` with the variables of an allreduce spec in state L. */
+static int render_text(collgen__lua *L, const char *text, char **out, char *err, size_t n) {
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  return collgen__lua_render_text(L, &s, text, strlen(text), 0, out, err, n);
+}
+
+/* Expressions and what Lua 5.4's own string library returns for them (all
+** results, comma-separated): the sandbox implements find, match, gmatch
+** and gsub itself, with a step count, and must agree. */
+static const struct {
+  const char *expr, *want;
+} pattern_cases[] = {
+    {"(\"hello world\"):find(\"o w\")",
+     "5,7"},
+    {"(\"hello world\"):find(\"o\", 6)",
+     "8,8"},
+    {"(\"hello world\"):find(\"l+\")",
+     "3,4"},
+    {"(\"hello world\"):find(\"(l+)(o)\")",
+     "3,5,ll,o"},
+    {"(\"hello\"):find(\"\", 10)",
+     "nil"},
+    {"(\"hello\"):find(\"\", 6)",
+     "6,5"},
+    {"(\"hello\"):find(\"l\", -2)",
+     "4,4"},
+    {"(\"a.b\"):find(\".\", 1, true)",
+     "2,2"},
+    {"(\"a+b\"):find(\"+\", 1, true)",
+     "2,2"},
+    {"(\"hello\"):match(\"^(h)(.-)()o$\")",
+     "h,ell,5"},
+    {"(\"  key = value  \"):match(\"^%s*(%w+)%s*=%s*(%w+)%s*$\")",
+     "key,value"},
+    {"(\"THE (quick) fox\"):find(\"%f[%a]%a+\", 5)",
+     "6,10"},
+    {"(\"x(a(b)c)y\"):match(\"%b()\")",
+     "(a(b)c)"},
+    {"(\"abcabc\"):match(\"(a)(b)c%1%2\")",
+     "a,b"},
+    {"(\"[x]\"):match(\"[]]\")",
+     "]"},
+    {"(\"a-b\"):match(\"[%a-]+\")",
+     "a-b"},
+    {"(\"a^b\"):match(\"[%^b]+\")",
+     "^b"},
+    {"(\"AbC9_\"):match(\"%u%l%u%d%p\")",
+     "AbC9_"},
+    {"(\"\\t x\"):match(\"%S\")",
+     "x"},
+    {"(\"0xFF\"):match(\"%x+$\")",
+     "FF"},
+    {"(\"a\\0b\"):find(\"%z\")",
+     "2,2"},
+    {"(\"aaa\"):match(\"a-b\")",
+     "nil"},
+    {"(\"aaab\"):match(\"a-b\")",
+     "aaab"},
+    {"(\"aaab\"):match(\"a*\")",
+     "aaa"},
+    {"(\"aaab\"):match(\"a+?\")",
+     "nil"},
+    {"(\"b\"):match(\"a?b\")",
+     "b"},
+    {"(\"x = 1, y = 2\"):gsub(\"(%w+) = (%w+)\", \"%2 = %1\")",
+     "1 = x, 2 = y,2"},
+    {"(\"hello\"):gsub(\"\", \"-\")",
+     "-h-e-l-l-o-,6"},
+    {"(\"hello\"):gsub(\"l\", \"L\", 1)",
+     "heLlo,1"},
+    {"(\"hello\"):gsub(\"^h\", \"H\")",
+     "Hello,1"},
+    {"(\"abc\"):gsub(\"%w\", \"%0%0\")",
+     "aabbcc,3"},
+    {"(\"abc\"):gsub(\"%w\", \"%%\")",
+     "%%%,3"},
+    {"(\"abc\"):gsub(\"(b)\", function(c) return c:upper() end)",
+     "aBc,1"},
+    {"(\"abc\"):gsub(\"%w\", {a = \"1\", b = false})",
+     "1bc,3"},
+    {"(\"abc\"):gsub(\"()\", \"%1\")",
+     "1a2b3c4,4"},
+    {"(\"abc\"):gsub(\"b*\", \"-\")",
+     "-a-c-,3"},
+    {"(\"one two  three\"):gsub(\"%s+\", \"_\")",
+     "one_two_three,2"},
+    {"(\"$x and $y\"):gsub(\"%$(%w+)\", {x = \"X\", y = 7})",
+     "X and 7,2"},
+    {"table.concat((function() local t = {} for k, v in (\"a=1, b=2\"):gmatch(\"(%w+)=(%w+)\") do t[#t + 1] = k .. v end return t end)(), \";\")",
+     "a1;b2"},
+    {"table.concat((function() local t = {} for w in (\"one two\"):gmatch(\"%a*\") do t[#t + 1] = \"<\" .. w .. \">\" end return t end)(), \"\")",
+     "<one><two>"},
+    {"table.concat((function() local t = {} for p in (\"abc\"):gmatch(\"()\") do t[#t + 1] = p end return t end)(), \",\")",
+     "1,2,3,4"},
+    {"table.concat((function() local t = {} for w in (\"abcabc\"):gmatch(\"b\", 3) do t[#t + 1] = w end return t end)(), \",\")",
+     "b"},
+    {"(\"f(a, (b)) g\"):gsub(\"%b()\", \"[]\")",
+     "f[] g,1"},
+    {"(\"THE (quick) fox\"):gsub(\"%f[%w]%w+\", \"W\")",
+     "W (W) W,3"},
+    {"(\"hello.world\"):find(\".\", 1)",
+     "1,1"},
+    {"(\"x$\"):find(\"$\")",
+     "3,2"},
+    {"(\"x$y\"):find(\"x$y\")",
+     "1,3"},
+    {"(\"a\\nb\\r\\nc\"):gsub(\"(.-)\\r?\\n\", \"[%1]\")",
+     "[a][b]c,2"},
+    {"(\"%d\"):find(\"%%d\")",
+     "1,2"},
+    {"string.rep(\"ab\", 3, \", \")",
+     "ab, ab, ab"},
+    {"#string.rep(\"\", 1 << 50)", "0"},
+};
+
+Test(template, pattern_functions_match_lua) {
+  unsetenv("COLLGEN_TEMPLATE_DIR");
+  collgen__lua *L;
+  char err[8192], *out = NULL;
+  cr_assert_eq(collgen__lua_create(&L, err, sizeof err), COLLGEN_OK, "%s", err);
+  size_t ncases = sizeof pattern_cases / sizeof pattern_cases[0], cap = 4096, len = 0;
+  char *text = malloc(cap);
+  len += (size_t)snprintf(text, cap, "%% local function show(...) local t = table.pack(...) "
+                          "local r = {} for i = 1, t.n do r[i] = tostring(t[i]) end "
+                          "return table.concat(r, ',') end\n");
+  for (size_t i = 0; i < ncases; ++i) {
+    size_t need = strlen(pattern_cases[i].expr) + 16;
+    if (len + need >= cap) text = realloc(text, cap *= 2);
+    len += (size_t)snprintf(text + len, cap - len, "${show(%s)}\n", pattern_cases[i].expr);
+  }
+  cr_assert_eq(render_text(L, text, &out, err, sizeof err), COLLGEN_OK, "%s", err);
+  const char *line = out;
+  for (size_t i = 0; i < ncases && line; ++i) {
+    size_t l = strcspn(line, "\n");
+    cr_expect(l == strlen(pattern_cases[i].want) && memcmp(line, pattern_cases[i].want, l) == 0,
+              "%s: got '%.*s', Lua gives '%s'", pattern_cases[i].expr, (int)l, line,
+              pattern_cases[i].want);
+    line = line[l] ? line + l + 1 : NULL;
+  }
+  free(out);
+  free(text);
+  collgen__lua_destroy(L);
+}
+
+/* ---- Limits, through the internal entry points ---------------------------- */
+
+/* State L with small limits: 8 MiB, 1 MiB objects, 4e6 units, 5 s. */
+static collgen__lua *small_state(void) {
+  unsetenv("COLLGEN_TEMPLATE_DIR");
+  collgen__lua *L;
+  char err[8192];
+  cr_assert_eq(collgen__lua_create(&L, err, sizeof err), COLLGEN_OK, "%s", err);
+  collgen__lua_limits lim = {.memory = (size_t)8 << 20, .max_object = (size_t)1 << 20,
+                             .work = 4000000, .wall_ms = 5000};
+  collgen__lua_set_limits(L, &lim);
+  return L;
+}
+
+/* Renders `bad`, expecting COLLGEN_ERR_TEMPLATE with `want`, then a small
+** good template in the same state. */
+static void expect_limit(const char *bad, const char *want) {
+  collgen__lua *L = small_state();
+  char err[8192], *out = NULL;
+  cr_expect_eq(render_text(L, bad, &out, err, sizeof err), COLLGEN_ERR_TEMPLATE, "%s", bad);
+  cr_expect(strstr(err, want), "%s: want '%s' in: %.1000s", bad, want, err);
+  free(out);
+  out = NULL;
+  cr_expect_eq(render_text(L, "${kernel} ${('x'):rep(3)}\n", &out, err, sizeof err), COLLGEN_OK,
+               "%s", err);
+  cr_expect(out && strstr(out, " xxx\n"), "the state is usable after '%s'", bad);
+  free(out);
+  collgen__lua_destroy(L);
+}
+
+Test(template, limits_are_enforced_per_state, .timeout = 60) {
+  expect_limit("% local t = {} for i = 1, 1 << 30 do t[i] = ('x'):rep(100) .. i end\n",
+               "memory budget");
+  expect_limit("% local s = ('x'):rep(1 << 19) .. ('y'):rep(1 << 19) .. 'z'\n",
+               "one string or table of more than 1048576 bytes");
+  expect_limit("% local s = ('x'):rep(1 << 21)\n", "string.rep: a result of more than");
+  expect_limit("% while true do end\n", "templates/<text>:1: generator ran too long");
+  expect_limit("% local s = ('a'):rep(30) for i = 1, 1e9 do s:find('b', 1, true) end\n",
+               "ran too long");
+  expect_limit("% local t = {} for i = 1, 10000 do table.insert(t, 1, i) end\n",
+               "ran too long");
+  expect_limit("% local f f = function() return f() + 1 end f()\n", "");
+}
+
+Test(template, sandbox_tables_are_read_only) {
+  collgen__lua *L = small_state();
+  static const char *const writes[] = {
+      "% string.upper = nil\n", "% math.pi = 3\n", "% table.concat = nil\n",
+      "% abi.kparams.size = 0\n", "% abi.limits[1] = nil\n", "% spec.x = 1 abi.x = 1\n"};
+  for (size_t i = 0; i < sizeof writes / sizeof writes[0]; ++i) {
+    char err[8192], *out = NULL;
+    cr_expect_eq(render_text(L, writes[i], &out, err, sizeof err), COLLGEN_ERR_TEMPLATE, "%s",
+                 writes[i]);
+    cr_expect(strstr(err, "attempt to modify a read-only table"), "%s: %s", writes[i], err);
+    free(out);
+  }
+  collgen__lua_destroy(L);
 }
