@@ -188,6 +188,29 @@ Test(cli, integer_flags_are_range_checked) {
   free(out);
 }
 
+/* `cache clear --cache-dir ''` once fell back to the default cache and
+** cleared it; a missing value or a bad subcommand is a usage error before
+** any directory is resolved. */
+Test(cli, cache_refuses_empty_dir_and_bad_subcommands) {
+  char home[4200], cmd[20000], *out = NULL;
+  snprintf(home, sizeof home, "%s/home", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/.cache/collgen/entries/ab' && touch '%s/.cache/collgen/"
+           "entries/ab/keep' && HOME='%s' XDG_CACHE_HOME= COLLGEN_CACHE_DIR= %s cache clear "
+           "--cache-dir ''", home, home, home, COLLGEN_CLI_PATH);
+  cr_expect_eq(tu_run(cmd, &out), 2, "%s", out);
+  cr_expect(strstr(out, "--cache-dir '' is empty"), "%s", out);
+  free(out);
+  snprintf(cmd, sizeof cmd, "%s/.cache/collgen/entries/ab/keep", home);
+  cr_expect_eq(access(cmd, F_OK), 0, "the default cache was not touched");
+  cr_expect_eq(cg("cache ls --cache-dir", &out), 2);
+  cr_expect(strstr(out, "--cache-dir needs a value"), "%s", out);
+  free(out);
+  cr_expect_eq(tu_run("env -u HOME -u XDG_CACHE_HOME -u COLLGEN_CACHE_DIR " COLLGEN_CLI_PATH
+                      " cache frob", &out), 2, "%s", out);
+  cr_expect(strstr(out, "unknown subcommand 'frob'"), "%s", out);
+  free(out);
+}
+
 static void expect_golden(const char *args, const char *golden) {
   char *out = NULL, path[4200];
   snprintf(path, sizeof path, "%s/tests/golden/%s", COLLGEN_SOURCE_DIR, golden);

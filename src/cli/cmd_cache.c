@@ -13,7 +13,7 @@
 
 static const char help[] =
     "usage: collgen cache ls|verify|clear [--cache-dir D]\n"
-    "  ls      one line per entry: key prefix, bytes, registers, kernel, spec\n"
+    "  ls      one line per entry: key prefix, bytes, registers, kernel, arch\n"
     "  verify  check every entry as the loader does; remove bad files and\n"
     "          symlinks (exit 1 if anything was bad)\n"
     "  clear   remove every entry\n";
@@ -50,11 +50,19 @@ int cmd_cache(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   const char *sub = argv[1];
+  if (strcmp(sub, "ls") != 0 && strcmp(sub, "verify") != 0 && strcmp(sub, "clear") != 0)
+    return cli_usage_error("cache", "unknown subcommand '%s'", sub);
   char dir[4096] = "";
   for (int i = 2; i < argc; ++i) {
     if (cli_is_help(argv[i])) { fputs(help, stdout); return 0; }
-    if (strcmp(argv[i], "--cache-dir") == 0 && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
-    else return cli_usage_error("cache", "unknown option '%s'", argv[i]);
+    if (strcmp(argv[i], "--cache-dir") != 0)
+      return cli_usage_error("cache", "unknown option '%s'", argv[i]);
+    if (i + 1 >= argc) return cli_usage_error("cache", "--cache-dir needs a value");
+    /* An empty value must not fall back to the default cache (clear!). */
+    const char *v = argv[++i];
+    if (!*v || strlen(v) >= sizeof dir)
+      return cli_usage_error("cache", "--cache-dir '%s' is empty or too long", v);
+    snprintf(dir, sizeof dir, "%s", v);
   }
   if (!dir[0] && collgen__default_cache_dir(dir, sizeof dir) != 0) {
     fprintf(stderr, "collgen cache: no cache directory (set COLLGEN_CACHE_DIR)\n");
@@ -65,7 +73,6 @@ int cmd_cache(int argc, char **argv) {
     return 0;
   }
   walk_state w = {0, 0, 0, strcmp(sub, "verify") == 0, strcmp(sub, "ls") == 0};
-  if (!w.verify && !w.list) return cli_usage_error("cache", "unknown subcommand '%s'", sub);
   if (access(dir, F_OK) != 0) {
     printf("cache %s: %s does not exist (0 entries)\n", sub, dir);
     return 0;
