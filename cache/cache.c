@@ -239,18 +239,6 @@ static void entry_path(const char *dir, const char *hex, char *path, size_t n) {
   snprintf(path, n, "%s/entries/%.2s/%s", dir, hex, hex);
 }
 
-static int read_all(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 static int hex_value(char ch) {
   if (ch >= '0' && ch <= '9') return ch - '0';
   if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
@@ -316,7 +304,7 @@ static int load_entry(int shardfd, const char *shard, const char *name,
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "not a regular file");
     goto out;
   }
-  if ((size_t)st.st_size < sizeof h || read_all(fd, &h, sizeof h) != 0) {
+  if ((size_t)st.st_size < sizeof h || collgen__read_full(fd, &h, sizeof h) != 0) {
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "truncated header");
     goto out;
   }
@@ -332,7 +320,7 @@ static int load_entry(int shardfd, const char *shard, const char *name,
     goto out;
   }
   payload = malloc(h.payload_bytes ? h.payload_bytes : 1);
-  if (!payload || read_all(fd, payload, h.payload_bytes) != 0) {
+  if (!payload || collgen__read_full(fd, payload, h.payload_bytes) != 0) {
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "cannot read payload");
     goto out;
   }

@@ -36,6 +36,10 @@ int64_t collgen__param_cache_max_bytes(void);   /* COLLGEN_CACHE_MAX_BYTES */
 int collgen__param_cache_disable(void);         /* COLLGEN_CACHE_DISABLE=1 */
 int collgen__param_timeout_ms(void);            /* COLLGEN_TIMEOUT_MS */
 
+/* Reads exactly n bytes from fd (retrying on EINTR); 0, or -1 on an error
+** or an early end of file. */
+int collgen__read_full(int fd, void *buf, size_t n);
+
 /* Resolves the default cache directory into buf; returns 0 or -1. */
 int collgen__default_cache_dir(char *buf, size_t n);
 

@@ -178,6 +178,7 @@ Test(template, runaway_template_is_stopped) {
 
 Test(template, cuda_error_points_at_template_line) {
   broken_tree("allreduce.cu.tpl", 40, "this is not CUDA;");
+  setenv("TMPDIR", tree, 1); /* the source dump lands in the tree, removed below */
   collgen_shape_t s;
   collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
   collgen_generator_t *g;

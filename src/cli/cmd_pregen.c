@@ -123,18 +123,6 @@ typedef struct {
   char key[65];
 } record;
 
-static int read_full(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
 /* Worker: compiles specs w, w+nw, ... and reports one record each. */
 static void worker(const spec_list *l, int w, int nw, const char *cache_dir, int fd) {
   collgen_generator_t *g;
@@ -194,7 +182,7 @@ static int compile_all(const spec_list *l, long jobs, const char *dir, const cha
   int done = 0;
   record rec;
   progress(0, l->n);
-  while (read_full(fds[0], &rec, sizeof rec) == 0) {
+  while (collgen__read_full(fds[0], &rec, sizeof rec) == 0) {
     if (rec.index < 0 || rec.index >= l->n || status[rec.index]) continue;
     rec.key[64] = 0;
     status[rec.index] = rec.status == 'c' || rec.status == 'h' ? rec.status : 'f';
