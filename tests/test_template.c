@@ -319,7 +319,7 @@ Test(template, table_functions_refuse_a_length_they_cannot_trust, .timeout = 60)
 Test(template, memory_budget_stops_a_greedy_template, .timeout = 120) {
   cap_address_space();
   broken_tree("allreduce.cu.tpl", 12,
-              TPL_BF16("local t = {} for i = 1, 1 << 30 do t[i] = ('x'):rep(4000) .. i end"));
+              TPL_BF16("local t = {} for i = 1, 1 << 30 do t[i] = ('x'):rep((8 << 20) + i) end"));
   expect_stopped("memory budget");
   tu_remove_tree(tree);
 }
