@@ -317,6 +317,12 @@ Test(template, table_functions_refuse_a_length_they_cannot_trust, .timeout = 60)
 }
 
 Test(template, memory_budget_stops_a_greedy_template, .timeout = 120) {
+#ifdef __SANITIZE_ADDRESS__
+  /* Under ASan on a loaded 2-core CI machine, filling 256 MiB takes longer
+  ** than the 10 s wall-clock backstop, which then stops the render first.
+  ** The plain build (same CI run) checks the memory budget. */
+  cr_skip_test("the wall-clock backstop comes first under ASan");
+#endif
   cap_address_space();
   broken_tree("allreduce.cu.tpl", 12,
               TPL_BF16("local t = {} for i = 1, 1 << 30 do t[i] = ('x'):rep((8 << 20) + i) end"));
