@@ -11,15 +11,19 @@ static volatile unsigned int *status_of(const collgen_comm_t *c, int r) {
   return c->errors + (size_t)r * COLLGEN_STATUS_WORDS;
 }
 
+/* The communicator rank rank r gave up on. The record names group ranks:
+** both map back through the waiting rank r. */
+static unsigned int stopped_peer(const collgen_comm_t *c, int r) {
+  volatile unsigned int *e = status_of(c, r);
+  return (unsigned)r - e[COLLGEN_ST_RANK] + e[COLLGEN_ST_PEER];
+}
+
 int collgen__comm_check_errors(collgen_comm_t *c) {
   for (int r = 0; r < c->ndev; ++r) {
     volatile unsigned int *e = status_of(c, r);
     unsigned int why = e[COLLGEN_ST_STOPPED];
     if (why == 0) continue;
-    /* The record names group ranks: map both back to communicator ranks
-    ** through the waiting rank r. */
-    unsigned int group_base = (unsigned)r - e[COLLGEN_ST_RANK];
-    unsigned int peer = group_base + e[COLLGEN_ST_PEER];
+    unsigned int peer = stopped_peer(c, r);
     int peer_dev = peer < (unsigned)c->ndev ? c->devices[peer] : -1;
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_TIMEOUT,
                          "rank %d (device %d) waited more than %d ms in block %u for "
@@ -44,7 +48,7 @@ int collgen_comm_health(const collgen_comm_t *c, collgen_comm_health_t *h) {
     unsigned int why = e[COLLGEN_ST_STOPPED];
     h->rank[r].peer = -1;
     if (why != 0) {
-      unsigned int peer = (unsigned)r - e[COLLGEN_ST_RANK] + e[COLLGEN_ST_PEER];
+      unsigned int peer = stopped_peer(c, r);
       h->rank[r].state = COLLGEN_RANK_TIMED_OUT;
       h->rank[r].peer = peer < (unsigned)c->ndev ? (int)peer : -1;
     }

@@ -50,17 +50,13 @@ int collgen_comm_prepare(collgen_comm_t *c, const collgen_shape_t *shapes, int c
   if (count < 0 || (count > 0 && !shapes))
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes must hold count >= 0 shapes");
-  collgen_shape_t s;
-  for (int i = 0; i < count; ++i) {
-    rc = check_shape(c, &shapes[i], i, &s);
-    if (rc != COLLGEN_OK) return rc;
-  }
-  for (int i = 0; i < count; ++i) {
-    check_shape(c, &shapes[i], i, &s);
-    rc = load_shape(c, &s);
-    if (rc != COLLGEN_OK) return rc;
-  }
-  return COLLGEN_OK;
+  /* Every shape is checked (and planned) once, before anything loads. */
+  collgen_shape_t *checked = malloc((size_t)(count ? count : 1) * sizeof *checked);
+  if (!checked) return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  for (int i = 0; rc == COLLGEN_OK && i < count; ++i) rc = check_shape(c, &shapes[i], i, &checked[i]);
+  for (int i = 0; rc == COLLGEN_OK && i < count; ++i) rc = load_shape(c, &checked[i]);
+  free(checked);
+  return rc;
 }
 
 int collgen_comm_prepare_class(collgen_comm_t *c, const collgen_shape_class_t *cls) {

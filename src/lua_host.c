@@ -691,6 +691,16 @@ static void copy_lib(lua_State *L, int lib, int dst, const lib_entry *e) {
   }
 }
 
+/* env[name] = a frozen copy of the entries `e` of the global library `name`. */
+static void install_frozen_lib(lua_State *L, int env, const char *name, const lib_entry *e) {
+  lua_getglobal(L, name);
+  lua_newtable(L);
+  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), e);
+  freeze_top(L);
+  lua_setfield(L, env, name);
+  lua_pop(L, 1);
+}
+
 /* Pushes the sandbox environment's backing table: safe base functions,
 ** guarded ones, frozen string/math/table, the host functions. Sets the
 ** string metatable to the guarded string functions, hidden. */
@@ -746,19 +756,8 @@ static void push_sandbox(lua_State *L) {
   lua_setfield(L, env, "string");
   lua_pop(L, 1);
 
-  lua_getglobal(L, LUA_MATHLIBNAME);
-  lua_newtable(L);
-  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), maths);
-  freeze_top(L);
-  lua_setfield(L, env, "math");
-  lua_pop(L, 1);
-
-  lua_getglobal(L, LUA_TABLIBNAME);
-  lua_newtable(L);
-  copy_lib(L, lua_gettop(L) - 1, lua_gettop(L), tables);
-  freeze_top(L);
-  lua_setfield(L, env, "table");
-  lua_pop(L, 1);
+  install_frozen_lib(L, env, LUA_MATHLIBNAME, maths);
+  install_frozen_lib(L, env, LUA_TABLIBNAME, tables);
 
   static const luaL_Reg host_fns[] = {
       {"import", l_import}, {"read_source", l_read_source},
