@@ -19,12 +19,12 @@ static void release_all(collgen_comm_t *c) {
   }
   free(c->loaded);
   for (int r = 0; r < c->ndev; ++r) {
-    if (c->signal[r]) {
-      collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-      collgen__cu.cuMemFree(c->signal[r]);
-    }
+    if (c->signal[r] || c->abort_stream[r]) collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    if (c->abort_stream[r]) collgen__cu.cuStreamDestroy(c->abort_stream[r]);
+    if (c->signal[r]) collgen__cu.cuMemFree(c->signal[r]);
   }
   if (c->errors) collgen__cu.cuMemFreeHost(c->errors);
+  if (c->abort_fill) collgen__cu.cuMemFreeHost(c->abort_fill);
   for (int r = 0; r < c->ndev; ++r)
     if (c->retained[r]) collgen__cu.cuDevicePrimaryCtxRelease(c->cudev[r]);
   collgen__cu.cuCtxSetCurrent(NULL);
@@ -144,6 +144,12 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
   COLLGEN_CU_GOTO(collgen__cu.cuMemHostGetDevicePointer(&c->errors_dev, c->errors, 0), rc, c->err,
                   sizeof c->err, fail);
+  /* What collgen_comm_abort copies over every signal buffer, allocated now
+  ** so that the abort allocates nothing (runtime/comm_abort.c). */
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc(&c->abort_fill, sizeof(collgen__signal),
+                                             CU_MEMHOSTALLOC_PORTABLE),
+                  rc, c->err, sizeof c->err, fail);
+  memset(c->abort_fill, COLLGEN_ABORT_FILL, sizeof(collgen__signal));
   for (int r = 0; r < ndev; ++r) {
     COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, fail);
     COLLGEN_CU_GOTO(collgen__cu.cuMemAlloc(&c->signal[r], sizeof(collgen__signal)), rc, c->err,
@@ -151,6 +157,8 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
     COLLGEN_CU_GOTO(collgen__cu.cuMemsetD8(c->signal[r], 0, sizeof(collgen__signal)), rc, c->err,
                     sizeof c->err, fail);
     COLLGEN_CU_GOTO(collgen__cu.cuCtxSynchronize(), rc, c->err, sizeof c->err, fail);
+    COLLGEN_CU_GOTO(collgen__cu.cuStreamCreate(&c->abort_stream[r], CU_STREAM_NON_BLOCKING), rc,
+                    c->err, sizeof c->err, fail);
   }
   collgen__cu.cuCtxSetCurrent(NULL);
   *out = c;

@@ -19,6 +19,9 @@ static unsigned int stopped_peer(const collgen_comm_t *c, int r) {
 }
 
 int collgen__comm_check_errors(collgen_comm_t *c) {
+  if (atomic_load(&c->aborted))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_ABORTED,
+                         "collgen_comm_abort stopped this communicator; destroy it");
   for (int r = 0; r < c->ndev; ++r) {
     volatile unsigned int *e = status_of(c, r);
     unsigned int why = e[COLLGEN_ST_STOPPED];
@@ -43,6 +46,7 @@ int collgen_comm_health(const collgen_comm_t *c, collgen_comm_health_t *h) {
   if (!c || !h) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "NULL argument");
   memset(h, 0, sizeof *h);
   h->ndev = c->ndev;
+  const int aborted = atomic_load(&c->aborted);
   for (int r = 0; r < c->ndev; ++r) {
     volatile unsigned int *e = status_of(c, r);
     unsigned int why = e[COLLGEN_ST_STOPPED];
@@ -51,6 +55,8 @@ int collgen_comm_health(const collgen_comm_t *c, collgen_comm_health_t *h) {
       unsigned int peer = stopped_peer(c, r);
       h->rank[r].state = COLLGEN_RANK_TIMED_OUT;
       h->rank[r].peer = peer < (unsigned)c->ndev ? (int)peer : -1;
+    } else if (aborted) {
+      h->rank[r].state = COLLGEN_RANK_ABORTED;
     }
   }
   return COLLGEN_OK;

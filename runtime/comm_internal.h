@@ -3,6 +3,8 @@
 */
 #ifndef COLLGEN_COMM_INTERNAL_H
 #define COLLGEN_COMM_INTERNAL_H
+#include <stdatomic.h>
+
 #include "driver.h"
 #include "device_abi.h"
 
@@ -25,6 +27,9 @@ struct collgen_comm {
   int nvlink[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
   CUdeviceptr signal[COLLGEN_MAX_DEVICES];  /* one per rank */
   unsigned int *errors;   /* host-mapped: a status record per rank slot */
+  atomic_int aborted;     /* collgen_comm_abort ran */
+  void *abort_fill;       /* pinned: one signal buffer of COLLGEN_ABORT_FILL bytes */
+  CUstream abort_stream[COLLGEN_MAX_DEVICES]; /* non-blocking: the abort's copies */
   CUdeviceptr errors_dev;
   int timeout_ms, max_blocks;
   unsigned launch_mask;

@@ -17,7 +17,7 @@
   XX(cuCtxEnablePeerAccess) XX(cuCtxSynchronize) XX(cuMemAlloc) XX(cuMemFree)   \
   XX(cuMemsetD8) XX(cuMemHostAlloc) XX(cuMemFreeHost)                           \
   XX(cuMemHostGetDevicePointer) XX(cuMemcpyHtoD) XX(cuMemcpyDtoH)               \
-  XX(cuMemcpyDtoDAsync)                                                         \
+  XX(cuMemcpyDtoDAsync) XX(cuMemcpyHtoDAsync)                                  \
   XX(cuModuleLoadData) XX(cuModuleUnload) XX(cuModuleGetFunction)               \
   XX(cuLaunchKernel) XX(cuGetErrorName) XX(cuGetErrorString) XX(cuStreamCreate) \
   XX(cuStreamDestroy) XX(cuStreamSynchronize) XX(cuStreamBeginCapture)          \

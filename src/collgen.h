@@ -70,7 +70,8 @@ extern "C" {
   XX(NO_P2P, -11, "peer access not possible between group members")           \
   XX(TIMEOUT, -12, "a peer never arrived at a barrier")                        \
   XX(UNSUPPORTED, -13, "unsupported configuration")                            \
-  XX(ALIGNMENT, -14, "pointer not aligned to the element size")
+  XX(ALIGNMENT, -14, "pointer not aligned to the element size")              \
+  XX(ABORTED, -15, "the communicator was aborted")
 
 typedef enum {
 #define COLLGEN_ENUM_ENTRY(name, value, desc) COLLGEN_ERR_##name = value,
@@ -291,15 +292,17 @@ typedef struct collgen_comm_info {
 /* Reports devices, archs and the P2P matrix of a communicator. */
 COLLGEN_API int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *info);
 
-/* Returns COLLGEN_ERR_TIMEOUT (message names the device that never
-** arrived) if any kernel of this communicator gave up waiting, else 0.
-** Reads host-mapped memory only: safe while kernels run. */
+/* Returns COLLGEN_ERR_ABORTED after collgen_comm_abort, COLLGEN_ERR_TIMEOUT
+** (message names the device that never arrived) if any kernel of this
+** communicator gave up waiting, else 0. Reads host memory only: safe while
+** kernels run. */
 COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);
 
 /* How one rank's kernels ended their waits, as seen from the host. */
 typedef enum {
   COLLGEN_RANK_OK = 0,        /* no wait gave up (idle, running or waiting) */
-  COLLGEN_RANK_TIMED_OUT = 1  /* gave up waiting for `peer` (the bound passed) */
+  COLLGEN_RANK_TIMED_OUT = 1, /* gave up waiting for `peer` (the bound passed) */
+  COLLGEN_RANK_ABORTED = 2    /* collgen_comm_abort ran: its kernels stop */
 } collgen_rank_state_t;
 
 typedef struct collgen_comm_health {
@@ -316,6 +319,19 @@ typedef struct collgen_comm_health {
 ** as COLLGEN_RANK_OK: kernels do not report waits as they happen (see
 ** docs/signals.md). */
 COLLGEN_API int collgen_comm_health(const collgen_comm_t *comm, collgen_comm_health_t *health);
+
+/* Stops the communicator now: every kernel of it that is waiting for a peer
+** stops within milliseconds, kernels queued behind return at once, and
+** every later call on it returns COLLGEN_ERR_ABORTED; only
+** collgen_comm_destroy remains (after the caller's streams are
+** synchronized, which no longer waits for a peer). Outputs of calls in
+** flight are unspecified. Safe from any thread while kernels run, and
+** while another thread waits on a stream; not concurrently with
+** collgen_comm_destroy. Idempotent. Makes no launch: it writes every
+** rank's signal buffer by DMA (docs/signals.md), so it works while every
+** SM is busy. Returns COLLGEN_OK, or COLLGEN_ERR_CUDA when a copy failed
+** (the communicator still counts as aborted). */
+COLLGEN_API int collgen_comm_abort(collgen_comm_t *comm);
 
 /* Loads, on every rank of every group, the kernel each of `count` call
 ** shapes needs, so that later calls of those shapes load nothing. Loading

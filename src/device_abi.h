@@ -35,6 +35,13 @@
 #define COLLGEN_STATUS_WORDS 4
 #define COLLGEN_STOP_TIMEOUT 1 /* the wait bound passed */
 
+/* collgen_comm_abort (runtime/comm_abort.c) sets every rank's abort_flag,
+** then overwrites every byte of every signal buffer with 0xFF, so every
+** word a kernel can be waiting on reads COLLGEN_ABORT_MARK; waits stop on
+** it (templates/signal.cuh.tpl). Counters and epochs skip this value. */
+#define COLLGEN_ABORT_FILL 0xFF
+#define COLLGEN_ABORT_MARK 0xFFFFFFFFu
+
 /* The limits the device structs are dimensioned with, rendered into the
 ** kernels as #defines of the same names (catalog.abi.limits) and given to
 ** the planner as catalog.limits.<name without COLLGEN_>.
@@ -42,7 +49,8 @@
 #define COLLGEN_ABI_LIMITS(L)                                                      \
   L(COLLGEN_MAX_DEVICES, "ranks per communicator: per-rank slots")                 \
   L(COLLGEN_MAX_BLOCKS, "blocks per launch: per-block signal slots")               \
-  L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")
+  L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")                     \
+  L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)")
 
 /* Launch parameters, passed by value (one kernel parameter). */
 #define COLLGEN_KPARAMS_FIELDS(F, FP)                                              \
@@ -73,7 +81,8 @@
   F(unsigned int, ll_epoch, [COLLGEN_MAX_DEVICES],                                 \
     "LL: calls shared with each peer")                                             \
   F(unsigned int, ll_done, , "LL: blocks of the running call that finished")       \
-  F(unsigned int, ll_pad, [7], "pads the LL header to 64 bytes")                   \
+  F(unsigned int, abort_flag, , "nonzero: collgen_comm_abort ran (read at start)") \
+  F(unsigned int, ll_pad, [6], "pads the header to 64 bytes")                   \
   F(unsigned int, ll_token, [2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES],          \
     "LL: [epoch % 2][block][sender]")                                              \
   FP(collgen__u32x4, uint4, ll_lines, [2][COLLGEN_MAX_DEVICES][COLLGEN_LL_LINES],  \

@@ -71,12 +71,12 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
 
 % end
 extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
-  barrier_prologue();
+  barrier_prologue(p);
 % if algo == "ll" then
   __syncthreads();
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   unsigned int epoch[GROUP];
-  ll_begin(p, mine, epoch);
+  if (!ll_begin(p, mine, epoch)) return;  // aborted: signal nothing
   ll_send_tokens(p, epoch);  // a peer with an empty shard sends no lines
 % else
   if (!group_barrier(p)) return;  // every shard is ready to be read
@@ -117,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
       if (c < ROW_VECS) {
 % if algo == "ll" then
         vec_t v;
-        if (!ll_row_vec(p, mine, epoch, owner, owner_epoch, k, c, src, &v)) return;  // timed out
+        if (!ll_row_vec(p, mine, epoch, owner, owner_epoch, k, c, src, &v)) return;  // timed out or aborted
 % else
         const vec_t v = load_vec(src, c);
 % end

@@ -91,12 +91,12 @@ __device__ __forceinline__ void write_line(void *out, unsigned long long line,
 }
 
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
-  barrier_prologue();
+  barrier_prologue(p);
   __syncthreads();
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   const unsigned int my_id = p.group_base + p.rank;
   unsigned int epoch[GROUP];
-  ll_begin(p, mine, epoch);
+  if (!ll_begin(p, mine, epoch)) return;  // aborted: signal nothing
   const unsigned long long lines = (p.count + EPL - 1) / EPL;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long line = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -115,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
       if (g != (int)p.rank) {
         uint4 v;
         if (!ll_wait_line(p, &mine->ll_lines[epoch[g] & 1u][p.group_base + g][line], epoch[g], g, &v))
-          return;  // timed out: the communicator is unusable now; stop here
+          return;  // timed out or aborted: the communicator is unusable now
         w = make_uint2(v.x, v.z);
       }
       if (g == 0) {
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
 }
 % else
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
-  barrier_prologue();
+  barrier_prologue(p);
   if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
   const unsigned long long n = p.count;
   const unsigned long long nvec = n / VEC;

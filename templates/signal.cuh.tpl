@@ -18,6 +18,13 @@
 // Every wait is bounded by %globaltimer: past timeout_ns the thread records
 // {1, rank, peer, block} in the rank's host-mapped error record and the
 // kernel returns without touching outputs further.
+//
+// Abort (collgen_comm_abort): the host sets abort_flag in every rank's
+// buffer, then overwrites every byte of every buffer with 0xFF by DMA. A
+// kernel that starts after that reads abort_flag and returns at once; a
+// wait in progress reads ABORT_MARK in the word it polls and stops. That
+// costs the hot loop one compare with a constant and no load: no abort word
+// is polled. Counters and epochs skip ABORT_MARK, so no live value equals it.
 
 // One rank's signal buffer (host: ${abi.signal.host}, rendered from
 // src/device_abi.h like collgen_kparams in common.cuh.tpl). The LL fields
@@ -35,6 +42,16 @@ COLLGEN_ABI_CHECK(collgen_signal, ${f.name}, ${f.offset}, ${f.size});
 static_assert(sizeof(collgen_signal) == ${abi.signal.size} &&
                   alignof(collgen_signal) == ${abi.signal.align},
               "collgen_signal: size or alignment differs from the host's (src/device_abi.h)");
+
+// Every signal word reads this after an abort (host: COLLGEN_ABORT_MARK).
+#define ABORT_MARK ((unsigned int)COLLGEN_ABORT_MARK)
+
+// The next value of a barrier counter or LL epoch: ABORT_MARK is skipped
+// (to 1, which has the same parity, so banks still alternate).
+__device__ __forceinline__ unsigned int next_count(unsigned int c) {
+  const unsigned int v = c + 1u;
+  return v == ABORT_MARK ? 1u : v;
+}
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;
@@ -63,12 +80,15 @@ __device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
   e[0] = 1u;
 }
 
-// Set once per block when a wait expired; the kernel then stops.
-__shared__ int block_timed_out;
+// Set once per block when the kernel must stop: a wait expired, or the
+// communicator was aborted.
+__shared__ int block_stopped;
 
-// Must run first in every kernel (before group_barrier's __syncthreads).
-__device__ __forceinline__ void barrier_prologue() {
-  if (threadIdx.x == 0) block_timed_out = 0;
+// Must run first in every kernel (before group_barrier's __syncthreads):
+// a kernel that starts after an abort stops before it signals anything.
+__device__ __forceinline__ void barrier_prologue(const collgen_kparams &p) {
+  if (threadIdx.x == 0)
+    block_stopped = ((volatile collgen_signal *)p.signal[p.rank])->abort_flag != 0u;
 }
 
 // Synchronizes block blockIdx.x with the same block on every rank of the
@@ -79,27 +99,38 @@ __device__ bool group_barrier(const collgen_kparams &p) {
   return true;  // a group of one has nobody to wait for
 % else
   __syncthreads();  // this block's earlier writes precede the release below
+  if (block_stopped) return false;  // aborted before the kernel started
   if (threadIdx.x < GROUP) {
     const unsigned int peer = threadIdx.x;                // group rank
     const unsigned int peer_id = p.group_base + peer;      // communicator rank
     const unsigned int my_id = p.group_base + p.rank;
     collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
     collgen_signal *theirs = (collgen_signal *)p.signal[peer];
-    const unsigned int v = mine->counter[blockIdx.x][peer_id] + 1u;
-    mine->counter[blockIdx.x][peer_id] = v;
-    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
-    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
-    const unsigned long long start = globaltimer_ns();
-    while (load_acquire_sys(slot) != v) {
-      if (globaltimer_ns() - start > p.timeout_ns) {
-        record_timeout(p, peer);
-        block_timed_out = 1;
-        break;
+    const unsigned int c = mine->counter[blockIdx.x][peer_id];
+    if (c == ABORT_MARK) {  // aborted: signal nothing
+      block_stopped = 1;
+    } else {
+      const unsigned int v = next_count(c);
+      mine->counter[blockIdx.x][peer_id] = v;
+      store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
+      const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
+      const unsigned long long start = globaltimer_ns();
+      unsigned int seen;
+      while ((seen = load_acquire_sys(slot)) != v) {
+        if (seen == ABORT_MARK) {
+          block_stopped = 1;
+          break;
+        }
+        if (globaltimer_ns() - start > p.timeout_ns) {
+          record_timeout(p, peer);
+          block_stopped = 1;
+          break;
+        }
       }
     }
   }
   __syncthreads();
-  return block_timed_out == 0;
+  return block_stopped == 0;
 % end
 }
 
@@ -130,16 +161,21 @@ __device__ __forceinline__ uint4 load_line(const uint4 *src) {
 }
 
 // Waits (bounded) until `slot` holds a line of epoch `e` from group rank
-// `peer`; returns false after recording a timeout.
+// `peer`; returns false after recording a timeout, or on an abort (either
+// half of the line reads ABORT_MARK).
 __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
                                              unsigned int e, unsigned int peer, uint4 *out) {
   uint4 v = load_line(slot);
   if (v.y != e || v.w != e) {
     const unsigned long long start = globaltimer_ns();
     do {
+      if (v.y == ABORT_MARK || v.w == ABORT_MARK) {
+        block_stopped = 1;
+        return false;
+      }
       if (globaltimer_ns() - start > p.timeout_ns) {
         record_timeout(p, peer);
-        block_timed_out = 1;
+        block_stopped = 1;
         return false;
       }
       v = load_line(slot);
@@ -149,11 +185,20 @@ __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uin
   return true;
 }
 
-// Epochs of this call, per group rank (read by every block at kernel start).
-__device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen_signal *mine,
+// Epochs of this call, per group rank (read by every thread at kernel
+// start, after barrier_prologue and a __syncthreads). Returns false, for
+// the whole block, when the kernel must stop before it signals anything:
+// aborted before it started, or while a thread read the epochs.
+__device__ __forceinline__ bool ll_begin(const collgen_kparams &p, const collgen_signal *mine,
                                          unsigned int *epoch) {
+  int aborted = block_stopped;
 #pragma unroll
-  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+  for (int g = 0; g < GROUP; ++g) {
+    const unsigned int last = mine->ll_epoch[p.group_base + g];
+    aborted |= last == ABORT_MARK;
+    epoch[g] = next_count(last);
+  }
+  return __syncthreads_or(aborted) == 0;
 }
 
 // epoch[i] for a run-time group rank i. Only constant indices are read, so
@@ -187,16 +232,21 @@ __device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen
     const unsigned int e = epoch_of(epoch, threadIdx.x);
     volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
     const unsigned long long start = globaltimer_ns();
-    while (*slot != e) {
+    unsigned int seen;
+    while ((seen = *slot) != e) {
+      if (seen == ABORT_MARK) {
+        block_stopped = 1;
+        break;
+      }
       if (globaltimer_ns() - start > p.timeout_ns) {
         record_timeout(p, threadIdx.x);
-        block_timed_out = 1;
+        block_stopped = 1;
         break;
       }
     }
   }
   __syncthreads();
-  return block_timed_out == 0;
+  return block_stopped == 0;
 }
 
 // The last block to finish stores the new epochs; the next kernel on this

@@ -161,6 +161,14 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
   return CUDA_SUCCESS;
 }
 
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  if (stream_ctx(s) != current) stats.wrong_context++;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  stats.uploads++;
+  stats.upload_bytes += (long)n;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   if (!image || !current) return CUDA_ERROR_INVALID_VALUE;
   *m = calloc(1, sizeof **m);

@@ -16,6 +16,8 @@ typedef struct {
 typedef struct {
   long launches;       /* cuLaunchKernel calls */
   long copies;         /* cuMemcpyDtoDAsync calls */
+  long uploads;        /* cuMemcpyHtoDAsync calls */
+  long upload_bytes;   /* bytes they copied */
   long module_loads;   /* cuModuleLoadData calls */
   long ctx_switches;   /* cuCtxSetCurrent calls */
   long wrong_context;  /* launches/async copies on a stream of another context */

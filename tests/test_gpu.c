@@ -15,6 +15,7 @@
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,6 +720,114 @@ Test(waits, first_call_after_prepare_does_not_stall, .timeout = 300) {
   fprintf(stderr, "waits: first call behind a 2 s busy peer: %.2f ms cold, %.3f ms prepared\n",
           stalled, prepared);
   cr_expect_lt(prepared, 5.0 * slow_factor(), "after prepare the call took %.3f ms", prepared);
+}
+
+/* ---- abort: a watchdog stops spinning kernels at once ---- */
+
+typedef struct {
+  collgen_comm_t *c;
+  int delay_ms;
+  double called_ms, returned_ms; /* collgen__now_ms() around the abort */
+  int rc;
+} abort_job;
+
+static void *abort_later(void *arg) {
+  abort_job *j = arg;
+  usleep((useconds_t)j->delay_ms * 1000);
+  j->called_ms = collgen__now_ms();
+  j->rc = collgen_comm_abort(j->c);
+  j->returned_ms = collgen__now_ms();
+  return NULL;
+}
+
+/* Rank 1 never launches (as if its process died) and the bound is 60 s.
+** Rank 0 runs two calls of `op` back to back; a watchdog thread aborts
+** after 300 ms. Both kernels must end within milliseconds of the abort
+** (the second one starts after it and returns at once); later calls
+** return COLLGEN_ERR_ABORTED and destroy works. */
+static void abort_case(collgen_op_t op, int64_t rows_or_elems, int64_t cols) {
+  collgen_comm_t *c = make_comm(2, 0, 60000, 0x1);
+  collgen_stream_t s[2];
+  make_streams(c, s);
+  const size_t bytes = 64u << 20;
+  void *in[2], *out[2], *res[2], *gam[2];
+  for (int r = 0; r < 2; ++r) {
+    cr_assert_eq(collgen__dev_alloc(c, r, bytes, &in[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, bytes, &out[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, bytes, &res[r]), COLLGEN_OK);
+    cr_assert_eq(collgen__dev_alloc(c, r, 1 << 20, &gam[r]), COLLGEN_OK);
+  }
+  int64_t flat[1] = {rows_or_elems}, shard[2] = {rows_or_elems, cols};
+  const int64_t *flats[2] = {flat, flat}, *shards[2] = {shard, shard};
+  const char *what = op == COLLGEN_OP_ALLREDUCE_SUM ? "allreduce_sum" : "allgather_rmsnorm";
+  for (int call = 0; call < 2; ++call) {
+    int rc = op == COLLGEN_OP_ALLREDUCE_SUM
+                 ? collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, flats,
+                                         (const void *const *)in, out, 0, s)
+                 : collgen_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shards,
+                                             (const void *const *)in, out, res,
+                                             (const void *const *)gam, 1e-6f, 0.0f, 0, s);
+    cr_assert_eq(rc, COLLGEN_OK, "%s: %s", what, collgen_comm_last_error(c));
+  }
+  abort_job job = {c, 300, 0, 0, -1};
+  pthread_t watchdog;
+  double t0 = collgen__now_ms();
+  cr_assert_eq(pthread_create(&watchdog, NULL, abort_later, &job), 0);
+  CUresult sync = collgen__cu.cuStreamSynchronize((CUstream)s[0]);
+  double ended = collgen__now_ms();
+  pthread_join(watchdog, NULL);
+  cr_assert_eq(job.rc, COLLGEN_OK, "abort: %s", collgen_comm_last_error(c));
+  cr_assert_eq(sync, CUDA_SUCCESS, "the kernels end cleanly: %s", cu_name(sync));
+  cr_expect_geq(ended, job.called_ms, "%s: rank 0's kernels ended before the abort (%.1f ms)",
+                what, ended - t0);
+  const double abort_ms = job.returned_ms - job.called_ms, after_ms = ended - job.called_ms;
+  cr_expect_lt(abort_ms, 50.0 * slow_factor(), "%s: the abort took %.2f ms", what, abort_ms);
+  cr_expect_lt(after_ms, 100.0 * slow_factor(), "%s: the kernels ended %.2f ms after the abort",
+               what, after_ms);
+  fprintf(stderr, "abort: %s %lld x %lld: abort returned in %.2f ms; both kernels ended %.2f ms "
+          "after it was called\n", what, (long long)rows_or_elems, (long long)cols, abort_ms,
+          after_ms);
+  int rc = collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, flats, (const void *const *)in, out, 0, s);
+  cr_expect_eq(rc, COLLGEN_ERR_ABORTED, "a later call: %s", collgen_status_name(rc));
+  cr_expect_eq(collgen_comm_check(c), COLLGEN_ERR_ABORTED);
+  collgen_comm_health_t h;
+  cr_assert_eq(collgen_comm_health(c, &h), COLLGEN_OK);
+  cr_expect_eq(h.rank[0].state, COLLGEN_RANK_ABORTED);
+  for (int r = 0; r < 2; ++r) {
+    collgen__dev_free(c, r, in[r]);
+    collgen__dev_free(c, r, out[r]);
+    collgen__dev_free(c, r, res[r]);
+    collgen__dev_free(c, r, gam[r]);
+  }
+  free_streams(c, s);
+  collgen_comm_destroy(c);
+}
+
+Test(abort, spinning_kernels_stop_within_milliseconds, .timeout = 300) {
+  abort_case(COLLGEN_OP_ALLREDUCE_SUM, 4096, 0);          /* LL: line and token waits */
+  abort_case(COLLGEN_OP_ALLREDUCE_SUM, 1 << 22, 0);       /* two-shot: barrier waits */
+  abort_case(COLLGEN_OP_ALLGATHER_RMSNORM, 4, 4096);      /* LL rows */
+  abort_case(COLLGEN_OP_ALLGATHER_RMSNORM, 2048, 8192);   /* barrier rows */
+}
+
+/* Counters and epochs skip ABORT_MARK where they wrap at 2^32. They start
+** 3 below it here, and six calls of each kind (LL epochs, two-shot
+** barriers) step across it with exact results. */
+Test(abort, counters_and_epochs_wrap_past_the_abort_mark, .timeout = 300) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  collgen__signal *start = calloc(1, sizeof *start);
+  cr_assert(start);
+  for (int b = 0; b < COLLGEN_MAX_BLOCKS; ++b)
+    for (int p = 0; p < COLLGEN_MAX_DEVICES; ++p) start->counter[b][p] = COLLGEN_ABORT_MARK - 3u;
+  for (int p = 0; p < COLLGEN_MAX_DEVICES; ++p) start->ll_epoch[p] = COLLGEN_ABORT_MARK - 3u;
+  for (int r = 0; r < 2; ++r) {
+    cr_assert_eq(collgen__cu.cuCtxSetCurrent(c->ctx[r]), CUDA_SUCCESS);
+    cr_assert_eq(collgen__cu.cuMemcpyHtoD(c->signal[r], start, sizeof *start), CUDA_SUCCESS);
+  }
+  free(start);
+  ar_check(c, COLLGEN_DTYPE_BF16, 4099, 0, 0, 0, 6);    /* LL */
+  ar_check(c, COLLGEN_DTYPE_BF16, 1 << 20, 0, 0, 0, 6); /* two-shot */
+  collgen_comm_destroy(c);
 }
 
 /* Returns 77 (skip) without a usable GPU. The probe runs in a child so this

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -423,6 +424,67 @@ Test(hostpath, health_names_the_rank_that_gave_up) {
             strstr(collgen_comm_last_error(c), "for rank 0 (device 0)"), "%s",
             collgen_comm_last_error(c));
   cr_expect_eq(collgen_comm_health(NULL, &h), COLLGEN_ERR_INVALID_ARG);
+  collgen_comm_destroy(c);
+}
+
+/* collgen_comm_abort writes the abort flag, then 0xFF over every byte of
+** every rank's signal buffer, by DMA on each rank's own stream (no launch);
+** every later call, prepare and check is refused with COLLGEN_ERR_ABORTED
+** before it loads or launches anything; destroy still works. */
+Test(hostpath, abort_marks_every_signal_buffer_and_refuses_later_calls) {
+  setenv("FAKE_CUDA_DEVICES", "3", 1);
+  collgen_comm_t *c = make_comm(3);
+  int64_t shape[1] = {4096};
+  const int64_t *shapes[3] = {shape, shape, shape};
+  void *in[3], *out[3];
+  for (int r = 0; r < 3; ++r) {
+    in[r] = poisoned(8192);
+    out[r] = poisoned(8192);
+  }
+  collgen_stream_t streams[3];
+  make_streams(c, streams);
+  cr_assert_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     0, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(collgen_comm_abort(NULL), COLLGEN_ERR_INVALID_ARG);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_comm_abort(c), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0, "the abort launches nothing");
+  cr_expect_eq(stats->wrong_context, 0, "each copy runs in its rank's context");
+  cr_expect_eq(stats->uploads, 6, "the flag, then the whole buffer, per rank");
+  cr_expect_eq(stats->upload_bytes, 3 * (long)(sizeof(unsigned) + sizeof(collgen__signal)));
+  for (int r = 0; r < 3; ++r) {
+    const collgen__signal *sig = (const collgen__signal *)(uintptr_t)c->signal[r];
+    cr_expect_neq(sig->abort_flag, 0u);
+    cr_expect_eq(sig->counter[0][0], COLLGEN_ABORT_MARK, "rank %d: a counter", r);
+    cr_expect_eq(sig->peer_flag[1][COLLGEN_MAX_BLOCKS - 1][COLLGEN_MAX_DEVICES - 1],
+                 COLLGEN_ABORT_MARK, "rank %d: the last barrier slot", r);
+    cr_expect_eq(sig->ll_epoch[2], COLLGEN_ABORT_MARK, "rank %d: an epoch", r);
+    cr_expect_eq(sig->ll_token[0][7][1], COLLGEN_ABORT_MARK, "rank %d: a token", r);
+    cr_expect_eq(sig->ll_lines[1][COLLGEN_MAX_DEVICES - 1][COLLGEN_LL_LINES - 1].v[3],
+                 COLLGEN_ABORT_MARK, "rank %d: the last LL line's flag", r);
+  }
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                     0, streams), COLLGEN_ERR_ABORTED);
+  cr_expect(strstr(collgen_comm_last_error(c), "collgen_comm_abort"), "%s",
+            collgen_comm_last_error(c));
+  cr_expect_eq(collgen_comm_check(c), COLLGEN_ERR_ABORTED);
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  s.elems = 1 << 20; /* a shape not loaded yet */
+  cr_expect_eq(collgen_comm_prepare(c, &s, 1), COLLGEN_ERR_ABORTED);
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->module_loads, 0);
+  cr_expect_eq(stats->copies, 0);
+  collgen_comm_health_t h;
+  cr_assert_eq(collgen_comm_health(c, &h), COLLGEN_OK);
+  for (int r = 0; r < 3; ++r) cr_expect_eq(h.rank[r].state, COLLGEN_RANK_ABORTED);
+  cr_expect_eq(collgen_comm_abort(c), COLLGEN_OK, "a second abort is harmless");
+  for (int r = 0; r < 3; ++r) {
+    cr_expect(all_poison(out[r], 8192), "kernels do not run here; nothing else wrote");
+    free(in[r]);
+    free(out[r]);
+  }
   collgen_comm_destroy(c);
 }
 

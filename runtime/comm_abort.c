@@ -1,0 +1,57 @@
+/*
+** comm_abort.c -- collgen_comm_abort: stops every kernel of a communicator
+** without a launch and without polling anything on the hot path.
+**
+** Two rounds of DMA copies from pinned host memory, on each rank's own
+** non-blocking stream (so neither waits for the rank's queued work, and
+** neither needs a free SM):
+**   1. every rank's abort_flag := nonzero. A kernel that starts after this
+**      returns before it signals anything (barrier_prologue, ll_begin).
+**   2. every byte of every rank's signal buffer := COLLGEN_ABORT_FILL.
+**      Every word a running kernel can be polling then reads
+**      COLLGEN_ABORT_MARK, which no counter or epoch ever equals, and the
+**      wait stops (templates/signal.cuh.tpl).
+** Round 2 starts only when round 1 has completed on every rank: a kernel
+** that saw the mark in its own buffer then knows that no kernel starting
+** later will signal. docs/signals.md has the argument in full.
+*/
+#include <stddef.h>
+
+#include "comm_internal.h"
+
+/* Queues one host-to-device copy on rank r's abort stream. */
+static CUresult copy_to_rank(collgen_comm_t *c, int r, size_t offset, size_t bytes) {
+  CUresult res = collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+  if (res != CUDA_SUCCESS) return res;
+  return collgen__cu.cuMemcpyHtoDAsync(c->signal[r] + offset, (const char *)c->abort_fill + offset,
+                                       bytes, c->abort_stream[r]);
+}
+
+/* Runs one round (the same range of every rank's buffer) to completion.
+** Every rank is attempted even when one fails; the first failure is
+** reported. */
+static int run_round(collgen_comm_t *c, size_t offset, size_t bytes, const char *what) {
+  int rc = COLLGEN_OK;
+  for (int r = 0; r < c->ndev; ++r) {
+    CUresult res = copy_to_rank(c, r, offset, bytes);
+    if (res != CUDA_SUCCESS && rc == COLLGEN_OK) rc = collgen__cu_fail(res, what, c->err, sizeof c->err);
+  }
+  for (int r = 0; r < c->ndev; ++r) {
+    CUresult res = collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    if (res == CUDA_SUCCESS) res = collgen__cu.cuStreamSynchronize(c->abort_stream[r]);
+    if (res != CUDA_SUCCESS && rc == COLLGEN_OK) rc = collgen__cu_fail(res, what, c->err, sizeof c->err);
+  }
+  return rc;
+}
+
+int collgen_comm_abort(collgen_comm_t *c) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  atomic_store(&c->aborted, 1); /* later calls refuse before they launch */
+  CUcontext caller = NULL;
+  collgen__cu.cuCtxGetCurrent(&caller);
+  int rc = run_round(c, offsetof(collgen__signal, abort_flag),
+                     sizeof(((collgen__signal *)0)->abort_flag), "abort: setting abort_flag");
+  int rc2 = run_round(c, 0, sizeof(collgen__signal), "abort: overwriting the signal buffers");
+  collgen__cu.cuCtxSetCurrent(caller);
+  return rc != COLLGEN_OK ? rc : rc2;
+}
