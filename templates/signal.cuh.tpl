@@ -98,8 +98,10 @@ __device__ bool group_barrier(const collgen_kparams &p) {
 % if G == 1 then
   return true;  // a group of one has nobody to wait for
 % else
-  __syncthreads();  // this block's earlier writes precede the release below
-  if (block_stopped) return false;  // aborted before the kernel started
+  // This block's earlier writes precede the release below. The stop flag is
+  // read as part of the barrier: later writes to it (a wait below that
+  // stops) cannot race with a slower warp's read.
+  if (__syncthreads_or(block_stopped)) return false;  // aborted before the kernel started
   if (threadIdx.x < GROUP) {
     const unsigned int peer = threadIdx.x;                // group rank
     const unsigned int peer_id = p.group_base + peer;      // communicator rank
