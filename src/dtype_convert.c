@@ -51,6 +51,35 @@ float collgen__f16_to_f32(uint16_t h) {
   return float_of(sign | ((e + 112u) << 23) | (m << 13));
 }
 
+uint8_t collgen__f32_to_e4m3_sat(float f) {
+  const uint8_t sign = (uint8_t)((bits_of(f) >> 24) & 0x80u);
+  if (isnan(f)) return sign | 0x7fu;
+  const float a = fabsf(f);
+  if (a >= 448.0f) return sign | 0x7eu;                /* saturate (inf too) */
+  if (a < 0.015625f) {                                 /* below 2^-6: subnormal */
+    /* units of 2^-9; nearbyintf rounds half to even; 8 units = code 0x08 */
+    return sign | (uint8_t)nearbyintf(a * 512.0f);
+  }
+  int e;
+  (void)frexpf(a, &e);                                 /* a = [0.5, 1) * 2^e */
+  e -= 1;                                              /* a = [1, 2) * 2^e, e in -6..8 */
+  float q = nearbyintf(ldexpf(a, 3 - e));              /* 8..16: 1.mmm in eighths, exact */
+  if (q == 16.0f) {
+    q = 8.0f;
+    ++e;
+  }
+  return sign | (uint8_t)(((e + 7) << 3) | ((int)q - 8)); /* 448 = 0x7e at most */
+}
+
+float collgen__e4m3_to_f32(uint8_t q) {
+  const int e = (q >> 3) & 0xf, m = q & 7;
+  float v;
+  if (e == 0xf && m == 7) v = NAN;
+  else if (e == 0) v = ldexpf((float)m, -9);
+  else v = ldexpf((float)(8 + m), e - 10);
+  return (q & 0x80u) ? -v : v;
+}
+
 float collgen__dtype_round(collgen_dtype_t dtype, float f) {
   switch (dtype) {
   case COLLGEN_DTYPE_BF16: return collgen__bf16_to_f32(collgen__f32_to_bf16(f));

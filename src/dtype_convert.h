@@ -16,6 +16,12 @@ float collgen__bf16_to_f32(uint16_t h);
 uint16_t collgen__f32_to_f16(float f);
 float collgen__f16_to_f32(uint16_t h);
 
+/* float8 e4m3 (OCP E4M3FN: bias 7, no infinities, max 448), as PTX
+** cvt.rn.satfinite.e4m3x2.f32 converts: round to nearest even, magnitudes
+** past 448 (infinities too) saturate to +-448, NaN stays NaN (0x7f/0xff). */
+uint8_t collgen__f32_to_e4m3_sat(float f);
+float collgen__e4m3_to_f32(uint8_t q);
+
 /* Rounds f to `dtype` and back: the value a scalar of that dtype really
 ** holds. An unknown dtype gives NaN (callers validate dtypes first). */
 float collgen__dtype_round(collgen_dtype_t dtype, float f);

@@ -51,6 +51,52 @@ Test(reference, f16_round_trip_all_values) {
   }
 }
 
+Test(reference, e4m3_hand_cases) {
+  cr_expect_eq(collgen__f32_to_e4m3_sat(1.0f), 0x38);
+  cr_expect_eq(collgen__f32_to_e4m3_sat(-1.0f), 0xb8);
+  cr_expect_eq(collgen__f32_to_e4m3_sat(448.0f), 0x7e, "largest finite");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(1e6f), 0x7e, "saturates");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(-INFINITY), 0xfe, "infinity saturates");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(NAN) & 0x7f, 0x7f, "NaN stays NaN");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(1.0625f), 0x38, "tie to even (down)");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(1.1875f), 0x3a, "tie to even (up)");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(0x1p-6f), 0x08, "smallest normal");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(0x1p-9f), 0x01, "smallest subnormal");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(0x1p-10f), 0x00, "half of it ties to zero");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(0x3p-10f), 0x02, "1.5 units tie to 2");
+  cr_expect_eq(collgen__f32_to_e4m3_sat(0x1.ep-7f), 0x08, "rounds up into the normals");
+  cr_expect_eq(collgen__e4m3_to_f32(0x7e), 448.0f);
+  cr_expect_eq(collgen__e4m3_to_f32(0x01), 0x1p-9f);
+  cr_expect(isnan(collgen__e4m3_to_f32(0xff)));
+}
+
+/* Every code round-trips, and random floats go to the nearest code (ties
+** to the even code), found here by scanning all codes. */
+Test(reference, e4m3_nearest_even_against_a_scan) {
+  for (int q = 0; q < 256; ++q) {
+    if ((q & 0x7f) == 0x7f) continue; /* NaN */
+    cr_assert_eq(collgen__f32_to_e4m3_sat(collgen__e4m3_to_f32((uint8_t)q)), q == 0x80 ? 0x80 : q,
+                 "code %#x", q);
+  }
+  uint64_t state = 0x243f6a8885a308d3ull;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    float a = ldexpf((float)(state >> 40) / 16777216.0f, (int)((state >> 8) % 24) - 14);
+    float f = (state & 1) ? -a : a;
+    int best = -1;
+    float best_err = INFINITY;
+    for (int q = 0; q <= 0x7e; ++q) {
+      float err = fabsf(collgen__e4m3_to_f32((uint8_t)q) - a);
+      if (err < best_err || (err == best_err && (q & 1) == 0)) {
+        best = q;
+        best_err = err;
+      }
+    }
+    int want = (a > 448.0f ? 0x7e : best) | ((state & 1) ? 0x80 : 0);
+    cr_assert_eq(collgen__f32_to_e4m3_sat(f), want, "f=%a", (double)f);
+  }
+}
+
 Test(reference, allreduce_sums_in_rank_order_and_rounds_once) {
   /* bf16: 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly in f32, representable in bf16.
   ** Rounding after each add would give 1 + 0 + 0 = 1 instead. */
