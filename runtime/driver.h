@@ -24,7 +24,10 @@
   XX(cuStreamEndCapture) XX(cuGraphInstantiate) XX(cuGraphLaunch)               \
   XX(cuGraphExecDestroy) XX(cuGraphDestroy) XX(cuEventCreate) XX(cuEventRecord) \
   XX(cuEventSynchronize) XX(cuEventElapsedTime) XX(cuEventDestroy)              \
-  XX(cuThreadExchangeStreamCaptureMode) XX(cuMemGetInfo) XX(cuStreamQuery)
+  XX(cuThreadExchangeStreamCaptureMode) XX(cuMemGetInfo) XX(cuStreamQuery)      \
+  XX(cuMemCreate) XX(cuMemRelease) XX(cuMemAddressReserve) XX(cuMemAddressFree) \
+  XX(cuMemMap) XX(cuMemUnmap) XX(cuMemSetAccess) XX(cuMemGetAllocationGranularity) \
+  XX(cuMemExportToShareableHandle) XX(cuMemImportFromShareableHandle)
 
 typedef struct {
 #define COLLGEN_CU_FIELD(name) __typeof__(&name) name;

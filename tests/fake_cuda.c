@@ -12,11 +12,16 @@
 **   FAKE_CUDA_NO_P2P   when set, no pair of devices has peer access
 ** Tests read the counters through fake_cuda_stats() (dlsym).
 */
+#define _GNU_SOURCE
 #include <cuda.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 
@@ -166,6 +171,99 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream 
   memcpy((void *)(uintptr_t)dst, src, n);
   stats.uploads++;
   stats.upload_bytes += (long)n;
+  return CUDA_SUCCESS;
+}
+
+/* ---- VMM: an allocation is a memfd, so separate processes really share
+** it; its handle is the fd + 1. Mapped with mmap at reserved addresses. */
+#define FAKE_VMM_GRANULE (2u << 20)
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option) {
+  (void)option;
+  if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+  *g = FAKE_VMM_GRANULE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags) {
+  (void)flags;
+  if (!current || !prop || size == 0 || size % FAKE_VMM_GRANULE) return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *h = (CUmemGenericAllocationHandle)fd + 1;
+  stats.vmm_handles++;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+  if (h == 0 || close((int)(h - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  stats.vmm_handles--;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                             unsigned long long flags) {
+  (void)align;
+  (void)addr;
+  (void)flags;
+  void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                  unsigned long long flags) {
+  (void)flags;
+  struct stat st;
+  int fd = (int)(h - 1);
+  if (h == 0 || fstat(fd, &st) != 0 || offset + size > (size_t)st.st_size) return CUDA_ERROR_INVALID_VALUE;
+  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                 (off_t)offset);
+  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+  (void)ptr;
+  (void)size;
+  if (!desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                      CUmemAllocationHandleType type, unsigned long long flags) {
+  (void)flags;
+  if (h == 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  int fd = fcntl((int)(h - 1), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  *(int *)out = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os,
+                                        CUmemAllocationHandleType type) {
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  int fd = fcntl((int)(intptr_t)os, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  *h = (CUmemGenericAllocationHandle)fd + 1;
+  stats.vmm_handles++;
   return CUDA_SUCCESS;
 }
 

@@ -18,6 +18,7 @@ typedef struct {
   long copies;         /* cuMemcpyDtoDAsync calls */
   long uploads;        /* cuMemcpyHtoDAsync calls */
   long upload_bytes;   /* bytes they copied */
+  long vmm_handles;    /* live cuMemCreate/cuMemImportFromShareableHandle handles */
   long module_loads;   /* cuModuleLoadData calls */
   long ctx_switches;   /* cuCtxSetCurrent calls */
   long wrong_context;  /* launches/async copies on a stream of another context */

@@ -15,12 +15,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "collgen.h"
 #include "bad_inputs.h"
 #include "devbuf.h"
 #include "fake_cuda.h"
 #include "reference.h"
+#include "shared_mem.h"
 #include "test_util.h"
 
 static char cache_dir[256];
@@ -485,6 +488,51 @@ Test(hostpath, abort_marks_every_signal_buffer_and_refuses_later_calls) {
     free(in[r]);
     free(out[r]);
   }
+  collgen_comm_destroy(c);
+}
+
+/* A VMM buffer exported as a POSIX fd is mapped by another process, which
+** sees and changes the same bytes (the stand-in driver backs it with a
+** memfd); bad imports are refused; freeing releases every handle. */
+Test(hostpath, shared_buffers_map_into_another_process) {
+  collgen_comm_t *c = make_comm(1);
+  char err[256];
+  cr_assert_eq(collgen__cu.cuCtxSetCurrent(c->ctx[0]), CUDA_SUCCESS);
+  long live = stats->vmm_handles;
+  collgen__shared_buf mine;
+  cr_assert_eq(collgen__shared_alloc(c->cudev[0], 3 << 20, &mine, err, sizeof err), COLLGEN_OK,
+               "%s", err);
+  cr_expect_eq(mine.bytes, 4u << 20, "rounded up to whole 2 MiB granules");
+  memset((void *)(uintptr_t)mine.ptr, 0x11, mine.bytes);
+  int fd = -1;
+  cr_assert_eq(collgen__shared_export(&mine, &fd, err, sizeof err), COLLGEN_OK, "%s", err);
+  pid_t pid = fork();
+  if (pid == 0) {
+    collgen__shared_buf theirs;
+    if (collgen__shared_import(fd, mine.bytes, c->cudev[0], &theirs, err, sizeof err) != COLLGEN_OK)
+      _exit(2);
+    unsigned char *p = (unsigned char *)(uintptr_t)theirs.ptr;
+    int ok = p[0] == 0x11 && p[theirs.bytes - 1] == 0x11;
+    p[12345] = 0x22;
+    collgen__shared_free(&theirs);
+    _exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  cr_expect_eq(((unsigned char *)(uintptr_t)mine.ptr)[12345], 0x22, "the child's write shows here");
+  collgen__shared_buf bad;
+  cr_expect_eq(collgen__shared_import(-1, mine.bytes, c->cudev[0], &bad, err, sizeof err),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen__shared_import(fd, 12345, c->cudev[0], &bad, err, sizeof err),
+               COLLGEN_ERR_INVALID_ARG, "not whole granules");
+  cr_expect_eq(collgen__shared_import(fd, 64u << 20, c->cudev[0], &bad, err, sizeof err),
+               COLLGEN_ERR_CUDA, "larger than the allocation: the driver refuses the map");
+  cr_expect_eq(bad.ptr, 0u);
+  close(fd);
+  collgen__shared_free(&mine);
+  collgen__shared_free(&mine); /* empty: harmless */
+  cr_expect_eq(stats->vmm_handles, live, "every handle released");
   collgen_comm_destroy(c);
 }
 
