@@ -39,29 +39,42 @@ fail:
   return rc;
 }
 
+/* The allocation granularity for `device` (every size is a multiple). */
+static int granule(CUdevice device, size_t *gran, char *err, size_t n) {
+  CUmemAllocationProp prop = device_prop(device);
+  *gran = 0;
+  return collgen__cu_fail(collgen__cu.cuMemGetAllocationGranularity(
+                              gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                          "cuMemGetAllocationGranularity", err, n);
+}
+
+/* map_for, releasing b's handle and emptying b when it fails. */
+static int map_or_release(CUdevice device, collgen__shared_buf *b, char *err, size_t n) {
+  int rc = map_for(device, b, err, n);
+  if (rc != COLLGEN_OK) {
+    collgen__cu.cuMemRelease(b->handle);
+    memset(b, 0, sizeof *b);
+  }
+  return rc;
+}
+
 int collgen__shared_alloc(CUdevice device, size_t bytes, collgen__shared_buf *out, char *err,
                           size_t n) {
   memset(out, 0, sizeof *out);
   CUmemAllocationProp prop = device_prop(device);
-  size_t gran = 0;
-  int rc = COLLGEN_OK;
-  COLLGEN_CU_GOTO(collgen__cu.cuMemGetAllocationGranularity(&gran, &prop,
-                                                            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-                  rc, err, n, fail);
+  size_t gran;
+  int rc = granule(device, &gran, err, n);
+  if (rc != COLLGEN_OK) return rc;
   if (gran == 0 || bytes > SIZE_MAX - gran)
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "shared buffer of %zu bytes: too large",
                          bytes);
   out->bytes = (bytes + gran - 1) / gran * gran;
-  COLLGEN_CU_GOTO(collgen__cu.cuMemCreate(&out->handle, out->bytes, &prop, 0), rc, err, n, fail);
-  rc = map_for(device, out, err, n);
-  if (rc != COLLGEN_OK) {
-    collgen__cu.cuMemRelease(out->handle);
-    goto fail;
+  CUresult r = collgen__cu.cuMemCreate(&out->handle, out->bytes, &prop, 0);
+  if (r != CUDA_SUCCESS) {
+    memset(out, 0, sizeof *out);
+    return collgen__cu_fail(r, "cuMemCreate", err, n);
   }
-  return COLLGEN_OK;
-fail:
-  memset(out, 0, sizeof *out);
-  return rc;
+  return map_or_release(device, out, err, n);
 }
 
 int collgen__shared_export(const collgen__shared_buf *b, int *fd, char *err, size_t n) {
@@ -77,29 +90,21 @@ out:
 int collgen__shared_import(int fd, size_t bytes, CUdevice device, collgen__shared_buf *out,
                            char *err, size_t n) {
   memset(out, 0, sizeof *out);
-  CUmemAllocationProp prop = device_prop(device);
-  size_t gran = 0;
-  int rc = COLLGEN_OK;
-  COLLGEN_CU_GOTO(collgen__cu.cuMemGetAllocationGranularity(&gran, &prop,
-                                                            CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-                  rc, err, n, fail);
+  size_t gran;
+  int rc = granule(device, &gran, err, n);
+  if (rc != COLLGEN_OK) return rc;
   if (fd < 0 || bytes == 0 || gran == 0 || bytes % gran != 0)
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG,
                          "a peer's shared buffer (fd %d, %zu bytes) is not a whole number of "
                          "%zu-byte granules", fd, bytes, gran);
-  COLLGEN_CU_GOTO(collgen__cu.cuMemImportFromShareableHandle(&out->handle, (void *)(intptr_t)fd,
-                                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-                  rc, err, n, fail);
-  out->bytes = bytes;
-  rc = map_for(device, out, err, n);
-  if (rc != COLLGEN_OK) {
-    collgen__cu.cuMemRelease(out->handle);
-    goto fail;
+  CUresult r = collgen__cu.cuMemImportFromShareableHandle(&out->handle, (void *)(intptr_t)fd,
+                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (r != CUDA_SUCCESS) {
+    memset(out, 0, sizeof *out);
+    return collgen__cu_fail(r, "cuMemImportFromShareableHandle", err, n);
   }
-  return COLLGEN_OK;
-fail:
-  memset(out, 0, sizeof *out);
-  return rc;
+  out->bytes = bytes;
+  return map_or_release(device, out, err, n);
 }
 
 void collgen__shared_free(collgen__shared_buf *b) {

@@ -27,8 +27,9 @@ int collgen__shared_alloc(CUdevice device, size_t bytes, collgen__shared_buf *ou
 int collgen__shared_export(const collgen__shared_buf *b, int *fd, char *err, size_t n);
 
 /* Maps the allocation behind `fd` (exported by a peer, `bytes` long as the
-** peer reported) read/write for `device`. Does not close fd. Refuses a
-** size that is not what the peer's allocation holds. */
+** peer reported) read/write for `device`. Does not close fd. A size that
+** is not whole granules is refused here; one larger than the allocation is
+** refused by the driver (COLLGEN_ERR_CUDA). */
 int collgen__shared_import(int fd, size_t bytes, CUdevice device, collgen__shared_buf *out,
                            char *err, size_t n);
 
