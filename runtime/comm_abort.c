@@ -5,15 +5,17 @@
 ** Two rounds of DMA copies from pinned host memory, on each rank's own
 ** non-blocking stream (so neither waits for the rank's queued work, and
 ** neither needs a free SM):
-**   1. every rank's abort_flag := nonzero. A kernel that starts after this
-**      returns before it signals anything (barrier_prologue, ll_begin).
-**   2. every byte of every rank's signal buffer := COLLGEN_ABORT_FILL.
-**      Every word a running kernel can be polling then reads
-**      COLLGEN_ABORT_MARK, which no counter or epoch ever equals, and the
-**      wait stops (templates/signal.cuh.tpl).
-** Round 2 starts only when round 1 has completed on every rank: a kernel
-** that saw the mark in its own buffer then knows that no kernel starting
-** later will signal. docs/signals.md has the argument in full.
+**   1. the header of every rank's buffer (barrier counters and flags, LL
+**      epochs, abort_flag) := COLLGEN_ABORT_FILL bytes. A kernel that
+**      reads COLLGEN_ABORT_MARK where it expects a count signals nothing
+**      real and stops (group_barrier, ll_begin).
+**   2. every byte of every rank's buffer := COLLGEN_ABORT_FILL. Every word
+**      a running kernel can be polling then reads COLLGEN_ABORT_MARK,
+**      which no counter or epoch ever equals, and the wait stops
+**      (templates/signal.cuh.tpl).
+** Round 2 starts only when round 1 has completed on every rank, so any
+** kernel that starts after round 2 began reads the mark in its counts.
+** docs/signals.md has the argument in full.
 */
 #include <stddef.h>
 
@@ -49,8 +51,7 @@ int collgen_comm_abort(collgen_comm_t *c) {
   atomic_store(&c->aborted, 1); /* later calls refuse before they launch */
   CUcontext caller = NULL;
   collgen__cu.cuCtxGetCurrent(&caller);
-  int rc = run_round(c, offsetof(collgen__signal, abort_flag),
-                     sizeof(((collgen__signal *)0)->abort_flag), "abort: setting abort_flag");
+  int rc = run_round(c, 0, offsetof(collgen__signal, ll_token), "abort: marking the counts");
   int rc2 = run_round(c, 0, sizeof(collgen__signal), "abort: overwriting the signal buffers");
   collgen__cu.cuCtxSetCurrent(caller);
   return rc != COLLGEN_OK ? rc : rc2;

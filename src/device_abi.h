@@ -35,10 +35,11 @@
 #define COLLGEN_STATUS_WORDS 4
 #define COLLGEN_STOP_TIMEOUT 1 /* the wait bound passed */
 
-/* collgen_comm_abort (runtime/comm_abort.c) sets every rank's abort_flag,
-** then overwrites every byte of every signal buffer with 0xFF, so every
-** word a kernel can be waiting on reads COLLGEN_ABORT_MARK; waits stop on
-** it (templates/signal.cuh.tpl). Counters and epochs skip this value. */
+/* collgen_comm_abort (runtime/comm_abort.c) overwrites the count words of
+** every signal buffer (everything before ll_token), then every byte, with
+** 0xFF, so every word a kernel reads or waits on reads COLLGEN_ABORT_MARK;
+** kernels stop on it (templates/signal.cuh.tpl). Counters and epochs skip
+** this value. */
 #define COLLGEN_ABORT_FILL 0xFF
 #define COLLGEN_ABORT_MARK 0xFFFFFFFFu
 
@@ -81,7 +82,7 @@
   F(unsigned int, ll_epoch, [COLLGEN_MAX_DEVICES],                                 \
     "LL: calls shared with each peer")                                             \
   F(unsigned int, ll_done, , "LL: blocks of the running call that finished")       \
-  F(unsigned int, abort_flag, , "nonzero: collgen_comm_abort ran (read at start)") \
+  F(unsigned int, abort_flag, , "nonzero: collgen_comm_abort ran (read by hosts)")  \
   F(unsigned int, ll_pad, [6], "pads the header to 64 bytes")                   \
   F(unsigned int, ll_token, [2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES],          \
     "LL: [epoch % 2][block][sender]")                                              \

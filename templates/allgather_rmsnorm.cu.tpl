@@ -71,12 +71,12 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
 
 % end
 extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
-  barrier_prologue(p);
+  barrier_prologue();
 % if algo == "ll" then
   __syncthreads();
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   unsigned int epoch[GROUP];
-  if (!ll_begin(p, mine, epoch)) return;  // aborted: signal nothing
+  ll_begin(p, mine, epoch);
   ll_send_tokens(p, epoch);  // a peer with an empty shard sends no lines
 % else
   if (!group_barrier(p)) return;  // every shard is ready to be read

@@ -91,12 +91,12 @@ __device__ __forceinline__ void write_line(void *out, unsigned long long line,
 }
 
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
-  barrier_prologue(p);
+  barrier_prologue();
   __syncthreads();
   collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
   const unsigned int my_id = p.group_base + p.rank;
   unsigned int epoch[GROUP];
-  if (!ll_begin(p, mine, epoch)) return;  // aborted: signal nothing
+  ll_begin(p, mine, epoch);
   const unsigned long long lines = (p.count + EPL - 1) / EPL;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   for (unsigned long long line = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_k
 }
 % else
 extern "C" __global__ void __launch_bounds__(${BLOCK}) ${kernel}(const collgen_kparams p) {
-  barrier_prologue(p);
+  barrier_prologue();
   if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
   const unsigned long long n = p.count;
   const unsigned long long nvec = n / VEC;

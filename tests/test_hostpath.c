@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,8 +454,9 @@ Test(hostpath, abort_marks_every_signal_buffer_and_refuses_later_calls) {
   cr_assert_eq(collgen_comm_abort(c), COLLGEN_OK, "%s", collgen_comm_last_error(c));
   cr_expect_eq(stats->launches, 0, "the abort launches nothing");
   cr_expect_eq(stats->wrong_context, 0, "each copy runs in its rank's context");
-  cr_expect_eq(stats->uploads, 6, "the flag, then the whole buffer, per rank");
-  cr_expect_eq(stats->upload_bytes, 3 * (long)(sizeof(unsigned) + sizeof(collgen__signal)));
+  cr_expect_eq(stats->uploads, 6, "the counts, then the whole buffer, per rank");
+  cr_expect_eq(stats->upload_bytes,
+               3 * (long)(offsetof(collgen__signal, ll_token) + sizeof(collgen__signal)));
   for (int r = 0; r < 3; ++r) {
     const collgen__signal *sig = (const collgen__signal *)(uintptr_t)c->signal[r];
     cr_expect_neq(sig->abort_flag, 0u);

@@ -115,12 +115,13 @@ __device__ __forceinline__ vec_t pack(const float *f) {
 // {1, rank, peer, block} in the rank's host-mapped error record and the
 // kernel returns without touching outputs further.
 //
-// Abort (collgen_comm_abort): the host sets abort_flag in every rank's
-// buffer, then overwrites every byte of every buffer with 0xFF by DMA. A
-// kernel that starts after that reads abort_flag and returns at once; a
-// wait in progress reads ABORT_MARK in the word it polls and stops. That
-// costs the hot loop one compare with a constant and no load: no abort word
-// is polled. Counters and epochs skip ABORT_MARK, so no live value equals it.
+// Abort (collgen_comm_abort): the host overwrites, by DMA, first the count
+// words of every rank's buffer (barrier counters and flags, LL epochs),
+// then every byte of every buffer, with 0xFF. A kernel that reads
+// ABORT_MARK where it expects a count signals nothing real; a wait in
+// progress reads ABORT_MARK in the word it polls and stops. That costs one
+// compare with a constant where a value is already loaded: no abort word is
+// polled. Counters and epochs skip ABORT_MARK, so no live count equals it.
 
 // One rank's signal buffer (host: collgen__signal, rendered from
 // src/device_abi.h like collgen_kparams in common.cuh.tpl). The LL fields
@@ -130,7 +131,7 @@ struct collgen_signal {
   unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];  // [barrier % 2][block][peer]: written by peers
   unsigned int ll_epoch[COLLGEN_MAX_DEVICES];                          // LL: calls shared with each peer
   unsigned int ll_done;                                                // LL: blocks of the running call that finished
-  unsigned int abort_flag;                                             // nonzero: collgen_comm_abort ran (read at start)
+  unsigned int abort_flag;                                             // nonzero: collgen_comm_abort ran (read by hosts)
   unsigned int ll_pad[6];                                              // pads the header to 64 bytes
   unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];   // LL: [epoch % 2][block][sender]
   uint4 ll_lines[2][COLLGEN_MAX_DEVICES][COLLGEN_LL_LINES];            // LL: [epoch % 2][sender][line]
@@ -188,21 +189,18 @@ __device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
 // communicator was aborted.
 __shared__ int block_stopped;
 
-// Must run first in every kernel (before group_barrier's __syncthreads):
-// a kernel that starts after an abort stops before it signals anything.
-__device__ __forceinline__ void barrier_prologue(const collgen_kparams &p) {
-  if (threadIdx.x == 0)
-    block_stopped = ((volatile collgen_signal *)p.signal[p.rank])->abort_flag != 0u;
+// Must run first in every kernel (before group_barrier's barrier, or the
+// LL kernels' __syncthreads, which order it before any wait sets the flag).
+__device__ __forceinline__ void barrier_prologue() {
+  if (threadIdx.x == 0) block_stopped = 0;
 }
 
 // Synchronizes block blockIdx.x with the same block on every rank of the
 // group. Writes of this block before the call are visible to the peers'
-// blocks after theirs. Returns false (for the whole block) on timeout.
+// blocks after theirs. Returns false (for the whole block) on timeout or
+// abort.
 __device__ bool group_barrier(const collgen_kparams &p) {
-  // This block's earlier writes precede the release below. The stop flag is
-  // read as part of the barrier: later writes to it (a wait below that
-  // stops) cannot race with a slower warp's read.
-  if (__syncthreads_or(block_stopped)) return false;  // aborted before the kernel started
+  __syncthreads();  // this block's earlier writes precede the release below
   if (threadIdx.x < GROUP) {
     const unsigned int peer = threadIdx.x;                // group rank
     const unsigned int peer_id = p.group_base + peer;      // communicator rank
@@ -210,7 +208,7 @@ __device__ bool group_barrier(const collgen_kparams &p) {
     collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
     collgen_signal *theirs = (collgen_signal *)p.signal[peer];
     const unsigned int c = mine->counter[blockIdx.x][peer_id];
-    if (c == ABORT_MARK) {  // aborted: signal nothing
+    if (c == ABORT_MARK) {  // aborted: signal nothing, stop the block
       block_stopped = 1;
     } else {
       const unsigned int v = next_count(c);
@@ -267,6 +265,10 @@ __device__ __forceinline__ uint4 load_line(const uint4 *src) {
 // half of the line reads ABORT_MARK).
 __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
                                              unsigned int e, unsigned int peer, uint4 *out) {
+  if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+    block_stopped = 1;
+    return false;
+  }
   uint4 v = load_line(slot);
   if (v.y != e || v.w != e) {
     const unsigned long long start = globaltimer_ns();
@@ -288,19 +290,22 @@ __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uin
 }
 
 // Epochs of this call, per group rank (read by every thread at kernel
-// start, after barrier_prologue and a __syncthreads). Returns false, for
-// the whole block, when the kernel must stop before it signals anything:
-// aborted before it started, or while a thread read the epochs.
-__device__ __forceinline__ bool ll_begin(const collgen_kparams &p, const collgen_signal *mine,
+// start). After an abort a thread that reads ABORT_MARK in any epoch uses
+// ABORT_MARK for all of them: its pushes then carry the mark (which only
+// stops a peer's wait, as the host's fill does) and its waits stop at once.
+// Every lane of a warp reads the same words, so a warp decides as one.
+__device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen_signal *mine,
                                          unsigned int *epoch) {
-  int aborted = block_stopped;
+  bool aborted = false;
 #pragma unroll
   for (int g = 0; g < GROUP; ++g) {
     const unsigned int last = mine->ll_epoch[p.group_base + g];
     aborted |= last == ABORT_MARK;
     epoch[g] = next_count(last);
   }
-  return __syncthreads_or(aborted) == 0;
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g)
+    if (aborted) epoch[g] = ABORT_MARK;
 }
 
 // epoch[i] for a run-time group rank i. Only constant indices are read, so
@@ -332,18 +337,22 @@ __device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen
                                                const unsigned int *epoch) {
   if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
     const unsigned int e = epoch_of(epoch, threadIdx.x);
-    volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
-    const unsigned long long start = globaltimer_ns();
-    unsigned int seen;
-    while ((seen = *slot) != e) {
-      if (seen == ABORT_MARK) {
-        block_stopped = 1;
-        break;
-      }
-      if (globaltimer_ns() - start > p.timeout_ns) {
-        record_timeout(p, threadIdx.x);
-        block_stopped = 1;
-        break;
+    if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+      block_stopped = 1;
+    } else {
+      volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
+      const unsigned long long start = globaltimer_ns();
+      unsigned int seen;
+      while ((seen = *slot) != e) {
+        if (seen == ABORT_MARK) {
+          block_stopped = 1;
+          break;
+        }
+        if (globaltimer_ns() - start > p.timeout_ns) {
+          record_timeout(p, threadIdx.x);
+          block_stopped = 1;
+          break;
+        }
       }
     }
   }
@@ -387,7 +396,7 @@ __device__ __forceinline__ vec_t sum_ranks(const vec_t *v) {
 
 
 extern "C" __global__ void __launch_bounds__(512) collgen_allreduce_oneshot_bf16_g2_v1(const collgen_kparams p) {
-  barrier_prologue(p);
+  barrier_prologue();
   if (!group_barrier(p)) return;  // peers' inputs are ready, outputs free
   const unsigned long long n = p.count;
   const unsigned long long nvec = n / VEC;
