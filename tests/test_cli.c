@@ -232,6 +232,9 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allgather_rmsnorm --dtype f16 --ngpus 4 --cols 5120 --rows 1000 "
                 "--no-line-directives",
                 "allgather_rmsnorm_f16_g4_c5120.cu");
+  expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 "
+                "--no-line-directives",
+                "allreduce_residual_rmsnorm_ll_bf16_g4_c8192.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
