@@ -48,7 +48,8 @@ local function clamp(v, lo, hi) return math.max(lo, math.min(hi, v)) end
 local function round_up(v, m) return ceil_div(v, m) * m end
 
 -- The call-size thresholds, in the unit of the op's size field (elements
--- per rank for allreduce, gathered rows for RMSNorm). A planning function
+-- per rank for allreduce, gathered rows for allgather_rmsnorm, rows per
+-- rank for allreduce_residual_rmsnorm). A planning function
 -- compares the size against these and nothing else (the grid aside, which
 -- is not part of the kernel); a size at or below one may plan differently
 -- from one above it. M.variants probes each threshold and its neighbours.
@@ -61,13 +62,18 @@ local function oneshot_max_elems(s)
   return limit // DTYPES[s.dtype].bytes
 end
 
-local function ll_max_rows(s)   -- the whole gathered tensor fits the LL lines
+local function ll_max_rows(s)   -- the whole pushed tensor fits the LL lines
   return M.LL_MAX_BYTES // (s.cols * DTYPES[s.dtype].bytes)
 end
 
+local function oneshot_max_rows(s)   -- rows per rank of a one-shot pull
+  return oneshot_max_elems(s) // s.cols
+end
+
 -- A reduction over a group of one rank is the identity: the runtime copies
--- (runtime/ops.c, copy_each_rank) and never launches the planned kernel.
--- Gathers are not: RMSNorm over a group of one still normalizes.
+-- (runtime/op_driver.c, copy_rank) and never launches the planned kernel.
+-- The RMSNorm ops ("gather", "reduce_norm") are not: a group of one still
+-- normalizes.
 function M.is_copy(s)
   return OPS[s.op].kind == "reduce" and s.group_size == 1
 end
@@ -129,46 +135,106 @@ local function plan_allreduce(s)
   }
 end
 
-local function plan_allgather_rmsnorm(s)
-  local esize = DTYPES[s.dtype].bytes
-  local g = s.group_size
+-- How a block holds a row of s.cols: 16-byte vectors when the pointers
+-- and the row allow, at most 512 threads, `items` vectors per thread in
+-- registers, or the row streamed in a loop (items 0) when a thread would
+-- hold more than ROW_VALUES_MAX values. Returns vec, vectors per row,
+-- block, items.
+local function row_layout(s)
   if s.cols < 1 then fail("cols must be >= 1") end
   if s.rows < 0 then fail("rows must be >= 0") end
+  local esize = DTYPES[s.dtype].bytes
   local vec = 1
   if s.aligned16 and (s.cols * esize) % 16 == 0 then vec = 16 // esize end
   local nv = s.cols // vec                      -- vectors per row
   local block = math.min(512, round_up(nv, 32))
   local items = ceil_div(nv, block)
-  local algo = "unrolled"
   if items * vec > M.ROW_VALUES_MAX[vec > 1 and "vector" or "scalar"] then
-    algo, items, block = "looped", 0, 512       -- row would not fit in registers
+    return vec, nv, 512, 0                      -- row would not fit in registers
   end
-  -- Small gathered tensors (every shard then fits the LL lines) use the
-  -- barrier-free LL push; the row still sits in registers (at most 16
-  -- values per thread: more spills next to the LL state).
-  -- Wider rows (bf16/f16 up to 16384 cols, f32 up to 8192) fit with
-  -- blocks of up to 1024 threads in groups of up to 4. __launch_bounds__
-  -- (1024, 1) caps a thread at 64 registers, and the LL state grows with
-  -- the group: 2 vectors per thread fit up to 4 ranks; 3 vectors (f32
-  -- 12288) or 8 ranks spill (conformance measures it).
-  local ll_ok = algo == "unrolled" and vec > 1 and g >= 2
-                and s.rows <= ll_max_rows(s)
+  return vec, nv, block, items
+end
+
+-- Whether an LL kernel can hold the row of a row layout, and with which
+-- block and items. The row stays in registers, at most 16 values per
+-- thread (more spills next to the LL state). Wider rows (bf16/f16 up to
+-- 16384 cols, f32 up to 8192) fit with blocks of up to 1024 threads in
+-- groups of up to `wide_group`: __launch_bounds__(1024, 1) caps a thread at
+-- 64 registers, and the LL state grows with the group. In allgather_rmsnorm
+-- 2 vectors per thread fit up to 4 ranks; 3 vectors (f32 12288) or 8 ranks
+-- spill (conformance measures it). Returns block, items, or nil when the
+-- row does not fit.
+local function ll_row_fit(g, vec, nv, block, items, wide_group)
+  if items == 0 or vec == 1 or g < 2 then return nil end
   local wide_items = ceil_div(nv, 1024)
-  if ll_ok and items * vec > 16 and wide_items * vec <= 16 and wide_items <= 2 and g <= 4 then
+  if items * vec > 16 and wide_items * vec <= 16 and wide_items <= 2 and g <= wide_group then
     block = round_up(ceil_div(nv, wide_items), 32)
     items = ceil_div(nv, block)
   end
-  if ll_ok and items * vec <= 16 then
-    algo = "ll"
+  if items * vec > 16 then return nil end
+  return block, items
+end
+
+-- The kernel name's last part: how the row is held (`unrolled` names
+-- items in registers, e.g. "u2" or "ll2"; items 0 is a looped row).
+local function row_tag(unrolled, items)
+  return items == 0 and "loop" or unrolled .. items
+end
+
+local function plan_allgather_rmsnorm(s)
+  local g = s.group_size
+  local vec, nv, block, items = row_layout(s)
+  local algo = items == 0 and "looped" or "unrolled"
+  -- Small gathered tensors (every shard then fits the LL lines) use the
+  -- barrier-free LL push.
+  local ll_block, ll_items = ll_row_fit(g, vec, nv, block, items, 4)
+  if ll_block and s.rows <= ll_max_rows(s) then
+    algo, block, items = "ll", ll_block, ll_items
   end
   local grid = clamp(s.rows, 1, math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS))
-  local shape_tag = algo == "looped" and "loop" or (algo == "ll" and "ll" or "u") .. items
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = s.cols, items = items, arch = s.arch,
     template = OPS[s.op].template,
     kernel = string.format("collgen_allgather_rmsnorm_%s_g%d_c%d_v%d_%s",
-                           s.dtype, g, s.cols, vec, shape_tag),
+                           s.dtype, g, s.cols, vec, row_tag(algo == "ll" and "ll" or "u", items)),
+  }
+end
+
+-- allreduce + residual add + RMSNorm; s.rows are the rows of each rank.
+--   ll:       x of every rank fits the LL lines (16-byte aligned, row in
+--             registers): each rank pushes its x to every peer, no barrier.
+--   oneshot:  up to the one-shot size, or a group of one: each rank pulls
+--             every peer's rows and normalizes them itself; two barriers.
+--   rowsplit: above it: rank r sums the rows of its slice (rows*r/G ..
+--             rows*(r+1)/G), writes residual_out into every rank, then each
+--             rank normalizes all rows from its own copy; two barriers, and
+--             2(G-1)/G instead of G-1 tensors over the links per rank.
+-- In place needs nothing special: no algorithm reads a residual_in
+-- another rank may overwrite (templates/allreduce_residual_rmsnorm.cu.tpl).
+local function plan_allreduce_residual_rmsnorm(s)
+  local g = s.group_size
+  local vec, nv, block, items = row_layout(s)
+  -- No 1024-thread LL rows: summing the peers' lines next to the residual
+  -- needs more than their 64 registers (3 ranks spilled 80 bytes, 2 left
+  -- no margin).
+  local ll_block, ll_items = ll_row_fit(g, vec, nv, block, items, 1)
+  local algo
+  if ll_block and s.rows <= ll_max_rows(s) then
+    algo, block, items = "ll", ll_block, ll_items
+  elseif g == 1 or s.rows <= oneshot_max_rows(s) then
+    algo = "oneshot"
+  else
+    algo = "rowsplit"
+  end
+  local cap = math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS)
+  local grid_rows = algo == "rowsplit" and ceil_div(s.rows, g) or s.rows  -- rowsplit: a slice
+  return {
+    op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
+    block = block, grid = clamp(grid_rows, 1, cap), cols = s.cols, items = items,
+    arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s",
+                           s.dtype, g, s.cols, vec, algo, row_tag("u", items)),
   }
 end
 
@@ -177,6 +243,7 @@ end
 local PLANNERS = {
   allreduce_sum = plan_allreduce,
   allgather_rmsnorm = plan_allgather_rmsnorm,
+  allreduce_residual_rmsnorm = plan_allreduce_residual_rmsnorm,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -206,6 +273,8 @@ end
 local VARIANT_AXES = {
   allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
   allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },
+  allreduce_residual_rmsnorm = { size = "rows", thresholds = { ll_max_rows, oneshot_max_rows },
+                                 per_cols = true },
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end

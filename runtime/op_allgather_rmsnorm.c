@@ -4,20 +4,11 @@
 ** shard (input), the gathered normed and residual outputs, gamma. No two
 ** may overlap where one is written.
 */
-#include <math.h>
-
 #include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 
 enum { ROLE_INPUT, ROLE_NORMED, ROLE_RESIDUAL, ROLE_GAMMA };
-
-static int check_scalars(collgen_comm_t *c, const collgen__call *call) {
-  if (!(call->eps >= 0.0f) || !isfinite(call->eps) || !isfinite(call->weight_offset))
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "eps must be finite and >= 0, weight_offset finite");
-  return COLLGEN_OK;
-}
 
 /* Shards may differ in their leading dimension only; rows are the product
 ** of all but the last dimension, summed over the group. */
@@ -86,7 +77,7 @@ const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .nroles = 4,
     .roles = {{"input", 0}, {"normed output", 1}, {"residual output", 1}, {"gamma", 0}},
     .same_buffer_ok = {{-1, -1}},
-    .check_scalars = check_scalars,
+    .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
 };

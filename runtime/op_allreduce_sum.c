@@ -3,10 +3,7 @@
 ** runtime descriptor (op_runtime.h). Roles: input, output (may be the
 ** same buffer: in place). Groups of one rank are a copy, not a kernel.
 */
-#include <string.h>
-
 #include "op_runtime.h"
-#include "shape.h"
 
 enum { ROLE_INPUT, ROLE_OUTPUT };
 
@@ -14,23 +11,11 @@ enum { ROLE_INPUT, ROLE_OUTPUT };
 ** planner's `elems`. */
 static int measure_group(collgen_comm_t *c, const collgen__call *call, int base, int size,
                          collgen__group *g) {
-  const int64_t *first = call->shapes[base];
   int64_t n = 0;
+  int rc = collgen__group_same_shape(c, call, base, size, &n);
+  if (rc != COLLGEN_OK) return rc;
+  const int64_t bytes = n * collgen__dtype_bytes(call->dtype);
   for (int r = base; r < base + size; ++r) {
-    const int64_t *s = call->shapes[r];
-    int bad = collgen__shape_product(s, 0, call->tensor_rank, &n);
-    if (bad)
-      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                           "rank %d: shape %s", r,
-                           bad == -1 ? "has a negative dimension"
-                                     : "has more than COLLGEN_MAX_ELEMS (2^40) elements");
-    for (int k = 0; k < call->tensor_rank; ++k)
-      if (s[k] != first[k])
-        return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                             "ranks %d and %d share a group but their shapes differ "
-                             "in dimension %d (%lld vs %lld)", base, r, k,
-                             (long long)first[k], (long long)s[k]);
-    int64_t bytes = n * collgen__dtype_bytes(call->dtype);
     g->bytes[ROLE_INPUT][r] = bytes;
     g->bytes[ROLE_OUTPUT][r] = bytes;
   }

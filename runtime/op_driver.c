@@ -3,10 +3,12 @@
 ** op_runtime.h): validate every group, plan each group and load its kernel
 ** on every rank, fill each rank's parameters, launch every rank.
 */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "op_runtime.h"
+#include "shape.h"
 
 /* One group's launch: kernel per rank, grid, block and parameters. */
 typedef struct {
@@ -63,6 +65,34 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
         return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_P2P,
                              "ranks %d (device %d) and %d (device %d) share a group but "
                              "have no peer access", a, c->devices[a], b, c->devices[b]);
+  return COLLGEN_OK;
+}
+
+int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call) {
+  if (!(call->eps >= 0.0f) || !isfinite(call->eps) || !isfinite(call->weight_offset))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "eps must be finite and >= 0, weight_offset finite");
+  return COLLGEN_OK;
+}
+
+int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
+                              int64_t *elems) {
+  const int64_t *first = call->shapes[base];
+  for (int r = base; r < base + size; ++r) {
+    const int64_t *s = call->shapes[r];
+    int bad = collgen__shape_product(s, 0, call->tensor_rank, elems);
+    if (bad)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "rank %d: shape %s", r,
+                           bad == -1 ? "has a negative dimension"
+                                     : "has more than COLLGEN_MAX_ELEMS (2^40) elements");
+    for (int k = 0; k < call->tensor_rank; ++k)
+      if (s[k] != first[k])
+        return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                             "ranks %d and %d share a group but their shapes differ "
+                             "in dimension %d (%lld vs %lld)", base, r, k,
+                             (long long)first[k], (long long)s[k]);
+  }
   return COLLGEN_OK;
 }
 

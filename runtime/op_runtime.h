@@ -85,6 +85,17 @@ COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 ** when c is NULL) saying why; on error nothing was launched or written. */
 int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 
+/* check_scalars of the RMSNorm ops: eps finite and >= 0, weight_offset
+** finite. */
+int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
+
+/* For ops whose ranks all hold one shape: checks that every rank of the
+** group [base, base+size) has rank base's shape, with no negative
+** dimension and at most COLLGEN_MAX_ELEMS elements; *elems = its element
+** count. Writes c->err and returns COLLGEN_ERR_INVALID_ARG otherwise. */
+int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
+                              int64_t *elems);
+
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
 

@@ -4,7 +4,8 @@
 ** collgen generates CUDA C kernels for single-node multi-GPU collectives
 ** from Lua templates, compiles them with NVRTC, caches the cubins on disk and
 ** launches them over peer-to-peer mapped buffers on up to 8 GPUs driven from
-** one process. Two operations: allreduce sum and fused all-gather + RMSNorm.
+** one process. Three operations: allreduce sum, fused all-gather + RMSNorm
+** and fused allreduce + residual add + RMSNorm.
 **
 ** Conventions: every function returns 0 (COLLGEN_OK) or a negative
 ** COLLGEN_ERR_* code. A handle keeps a readable message of its last error
@@ -116,12 +117,17 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
 ** XX(NAME, value, id, template, kind, minimum tensor rank).
 ** `id` is the name the CLI, the planner and the kernels use; `template` is
 ** the kernel family's file in templates/; `kind` says how ranks combine
-** ("reduce": every rank gets the sum; "gather": every rank gets all shards).
+** ("reduce": every rank gets the sum, so a group of one rank is a copy;
+** "reduce_norm": every rank gets the sum added to a residual and
+** normalized, which a group of one rank still computes; "gather": every
+** rank gets all shards).
 ** The generator, the runtime and the docs read this list (docs/architecture.md
 ** says what to touch to add one). */
 #define COLLGEN_OP_MAP(XX)                                                     \
   XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", "reduce", 1)         \
-  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", "gather", 2)
+  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", "gather", 2) \
+  XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
+     "allreduce_residual_rmsnorm.cu.tpl", "reduce_norm", 2)
 
 typedef enum {
 #define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, kind, min_rank) COLLGEN_OP_##NAME = value,
@@ -151,10 +157,12 @@ typedef struct collgen_shape {
   int group_size;   /* ranks per group; 0 means one group of all ngpus */
   int tensor_rank;  /* 1..8; tensors are flattened, so it is only checked */
   int64_t elems;    /* allreduce_sum: elements per rank */
-  int64_t rows;     /* allgather_rmsnorm: gathered rows (sum of shards) */
-  int64_t cols;     /* allgather_rmsnorm: columns */
+  int64_t rows;     /* allgather_rmsnorm: gathered rows (sum of shards);
+                       allreduce_residual_rmsnorm: rows per rank */
+  int64_t cols;     /* the RMSNorm ops: columns */
   int aligned16;    /* 1 if every pointer of the call is 16-byte aligned */
-  int inplace;      /* allreduce_sum: 1 if outputs alias inputs */
+  int inplace;      /* allreduce_sum: 1 if outputs alias inputs (the other
+                       ops' kernels are the same either way) */
   int max_blocks;   /* grid cap, 0 = planner default (at most 256) */
   char arch[16];    /* target, e.g. "sm_90" (empty = "sm_90") */
 } collgen_shape_t;
@@ -165,7 +173,7 @@ COLLGEN_API void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
 /* What the planner chose for a shape. */
 typedef struct collgen_plan {
   char kernel[96];   /* kernel symbol, also names the specialization */
-  char algo[16];     /* "oneshot", "twoshot", "unrolled", "looped" */
+  char algo[16];     /* "ll", "oneshot", "twoshot", "unrolled", "looped", "rowsplit" */
   char canonical[256]; /* canonical spec text hashed into the cache key */
   int group, vec, block, grid, items;
   int64_t cols;
@@ -194,7 +202,7 @@ COLLGEN_API int collgen_plan(collgen_generator_t *gen, const collgen_shape_t *sh
                              collgen_plan_t *plan);
 
 /* A class of calls: every call of one op and dtype on `ngpus` ranks with
-** one of the group sizes (and, for allgather_rmsnorm, one of the cols),
+** one of the group sizes (and, for the RMSNorm ops, one of the cols),
 ** whatever its element or row count, alignment, aliasing or grid cap. */
 typedef struct collgen_shape_class {
   collgen_op_t op;
@@ -202,7 +210,7 @@ typedef struct collgen_shape_class {
   int ngpus;                /* ranks in the communicator, 1..8 */
   const int *group_sizes;   /* each dividing ngpus; NULL = every divisor */
   int group_size_count;
-  const int64_t *cols;      /* allgather_rmsnorm: at least one; else unused */
+  const int64_t *cols;      /* the RMSNorm ops: at least one; else unused */
   int cols_count;
   char arch[16];            /* target, e.g. "sm_90" (empty = "sm_90") */
 } collgen_shape_class_t;
@@ -376,6 +384,40 @@ COLLGEN_API int collgen_allgather_rmsnorm(collgen_comm_t *comm, collgen_dtype_t 
                                           const void *const *gammas, float eps,
                                           float weight_offset, int group_size,
                                           const collgen_stream_t *streams);
+
+/* Fused allreduce + residual add + RMSNorm, the op that ends every
+** attention and MLP block of a tensor-parallel decoder. Rank d holds
+** partial sums `x[d]` of shape shapes[d][0..rank-1] (rank >= 2, leading
+** dims flattened into rows, last dim = cols, the same shape within a
+** group), its residual stream `residual_in[d]` and `gammas[d]` (cols
+** elements), all of `dtype`. The arguments come in the order of
+** collgen_allgather_rmsnorm: inputs, normed, residual, gammas, scalars.
+** With s = x_0 + ... + x_{G-1} summed in f32 in group rank order (the
+** allreduce_sum order), every rank gets
+**   residual_out[d] = round(s + residual_in)
+**   out_normed[d]   = round(r * rsqrt(mean(r^2) + eps) * (gamma + weight_offset))
+** where r = f32(residual_out), the rounded value; all math in f32.
+** Precondition: residual_in and gamma hold the same values on every rank
+** of a group (the replicated residual stream of tensor parallelism); then
+** every rank gets bitwise identical outputs, run after run. Which rank's
+** residual_in a row is read from depends on the planned algorithm
+** (docs/api.md), so ranks with differing residuals get differing outputs.
+** residual_out[d] may be residual_in[d] (in place); out_normed[d] may
+** overlap nothing; x is only read. eps must be finite and >= 0,
+** weight_offset finite (it is rounded to dtype, as the dtype holds it).
+** group_size 0 = all ranks; a group of one rank still adds and normalizes.
+** Zero rows (or cols): success, no launch. Everything is validated and
+** every kernel loaded on every device before any launch; a refused call
+** (COLLGEN_ERR_INVALID_ARG, _ALIGNMENT, _NO_P2P, ...) writes nothing. */
+COLLGEN_API int collgen_allreduce_residual_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                                   int rank, const int64_t *const *shapes,
+                                                   const void *const *x,
+                                                   const void *const *residual_in,
+                                                   void *const *out_normed,
+                                                   void *const *residual_out,
+                                                   const void *const *gammas, float eps,
+                                                   float weight_offset, int group_size,
+                                                   const collgen_stream_t *streams);
 
 #ifdef __cplusplus
 }

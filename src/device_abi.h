@@ -57,13 +57,17 @@
 #define COLLGEN_KPARAMS_FIELDS(F, FP)                                              \
   F(const void *, in, [COLLGEN_MAX_DEVICES],                                       \
     "per-rank inputs / row shards (P2P pointers)")                                 \
-  F(void *, out, [COLLGEN_MAX_DEVICES], "allreduce: every rank's output")          \
+  F(void *, out, [COLLGEN_MAX_DEVICES],                                            \
+    "allreduce: every rank's output; allreduce_residual_rmsnorm: residual_out") \
   F(void *, signal, [COLLGEN_MAX_DEVICES], "per-rank signal buffers")              \
-  F(void *, normed, , "allgather_rmsnorm: this rank's normed output")              \
+  F(void *, normed, , "rmsnorm ops: this rank's normed output")                    \
   F(void *, residual, , "allgather_rmsnorm: this rank's gathered rows")            \
-  F(const void *, gamma, , "allgather_rmsnorm: this rank's gamma[cols]")           \
+  F(const void *, gamma, , "rmsnorm ops: this rank's gamma[cols]")                 \
+  F(const void *, residual_in, ,                                                   \
+    "allreduce_residual_rmsnorm: this rank's residual_in")                         \
   F(unsigned int *, error, , "this rank's error record (host-mapped)")             \
-  F(unsigned long long, count, , "allreduce: elements; rmsnorm: gathered rows")    \
+  F(unsigned long long, count, ,                                                   \
+    "allreduce: elements; rmsnorm ops: (gathered) rows")                           \
   F(unsigned long long, row_start, [COLLGEN_MAX_DEVICES + 1],                      \
     "rmsnorm: first gathered row of each rank")                                    \
   F(unsigned long long, timeout_ns, , "bound on every barrier wait")               \

@@ -7,35 +7,7 @@
 // with all math in f32. Every rank normalizes every gathered row itself.
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
-
-#define COLS ${COLS}ull            // columns per row
-#define ROW_VECS ${COLS // VEC}ull // vector accesses per row
-#define WARPS ${BLOCK // 32}
-
-// Sum over the block, in a fixed order (same bits on every rank).
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[WARPS];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) total += warp_sums[w];
-  __syncthreads();  // warp_sums may be reused by the next row
-  return total;
-}
-
-// Writes normed vector c of a row from its f32 values and gamma vector c.
-__device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
-                                             unsigned long long c, const float *x, float scale,
-                                             vec_t gamma) {
-  float w[VEC], y[VEC];
-  unpack(gamma, w);
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
-  store_vec(p.normed, row * ROW_VECS + c, pack(y));
-}
+% include("rmsnorm.cuh.tpl")
 
 % if algo == "ll" then
 // LL (small tensors, no barrier): the owner of a row reads vector c of it
@@ -47,26 +19,13 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
                                            const unsigned int *epoch, unsigned int owner,
                                            unsigned int owner_epoch, unsigned long long k,
                                            unsigned long long c, const void *src, vec_t *v) {
-  const unsigned long long line = (k * ROW_VECS + c) * 2;
+  const unsigned long long i = k * ROW_VECS + c;  // vector index in the owner's shard
   if (owner == p.rank) {
     *v = load_vec(src, c);
-    const uint2 lo = make_uint2(v->raw.x, v->raw.y), hi = make_uint2(v->raw.z, v->raw.w);
-#pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      if (g == (int)p.rank) continue;
-      uint4 *dst = &((collgen_signal *)p.signal[g])->ll_lines[epoch[g] & 1u][p.group_base + p.rank][line];
-      store_line(dst, lo, epoch[g]);
-      store_line(dst + 1, hi, epoch[g]);
-    }
+    ll_push_vec(p, epoch, i, *v);
     return true;
   }
-  const uint4 *slot = &mine->ll_lines[owner_epoch & 1u][p.group_base + owner][line];
-  uint4 a, b;
-  if (!ll_wait_line(p, slot, owner_epoch, owner, &a) ||
-      !ll_wait_line(p, slot + 1, owner_epoch, owner, &b))
-    return false;
-  v->raw = make_uint4(a.x, a.z, b.x, b.z);
-  return true;
+  return ll_wait_vec(p, mine, owner, owner_epoch, i, v);
 }
 
 % end

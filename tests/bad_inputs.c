@@ -3,6 +3,8 @@
 ** what is wrong, the call, the status it must return and a fragment of the
 ** message that must explain it. Buffers of rank r: IN(r), OUT(r), NRM(r),
 ** RES(r), GAM(r) and a spare, SPR(r), each BAD_BUFFER_BYTES, poisoned.
+** allreduce_residual_rmsnorm uses IN as x, RES as residual_in, OUT as
+** residual_out.
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -244,10 +246,106 @@ static void rmsnorm_cases(bad_env *e) {
 #undef AG_OK
 }
 
+/* allreduce_residual_rmsnorm; rank 1 always uses its own, valid buffers:
+** x IN, residual_in RES, normed NRM, residual_out OUT, gamma GAM. */
+static int rr(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
+              const void *x0, const void *ri0, void *nrm0, void *ro0, const void *gam0, float eps,
+              float wo, int group) {
+  const int64_t *shapes[2] = {s0, s1};
+  const void *x[2] = {x0, IN(1)}, *ri[2] = {ri0, RES(1)}, *gam[2] = {gam0, GAM(1)};
+  void *nrm[2] = {nrm0, NRM(1)}, *ro[2] = {ro0, OUT(1)};
+  return collgen_allreduce_residual_rmsnorm(e->c, dt, rank, shapes, x, ri, nrm, ro, gam, eps, wo,
+                                            group, e->streams);
+}
+
+static void residual_rmsnorm_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16, F32 = COLLGEN_DTYPE_F32;
+  /* 4 rows x 1024 bf16 per rank: 8 KiB tensors, 2 KiB gamma */
+  int64_t sh[2] = {4, 1024}, other[2] = {4, 512}, negr[2] = {-4, 1024}, r1[1] = {4096};
+  int64_t huge[2] = {(int64_t)1 << 30, (int64_t)1 << 20};
+  const float nan = NAN, inf = INFINITY;
+  const int64_t *shapes[2] = {sh, sh};
+  const void *x[2] = {IN(0), IN(1)}, *ri[2] = {RES(0), RES(1)}, *gam[2] = {GAM(0), GAM(1)};
+  void *nrm[2] = {NRM(0), NRM(1)}, *ro[2] = {OUT(0), OUT(1)};
+  collgen_stream_t *s = e->streams;
+#define RR_OK IN(0), RES(0), NRM(0), OUT(0), GAM(0)
+  CASE_TLS("residual op comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_allreduce_residual_rmsnorm(NULL, BF, 2, shapes, x, ri, nrm, ro, gam, 1e-6f, 0,
+                                              0, s));
+  CASE("residual op tensor rank 1", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 2..8",
+       rr(e, BF, 1, r1, r1, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op dtype 5", COLLGEN_ERR_INVALID_ARG, "unknown dtype 5",
+       rr(e, (collgen_dtype_t)5, 2, sh, sh, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
+       rr(e, BF, 2, sh, sh, RR_OK, nan, 0, 0));
+  CASE("residual op eps -1e-6", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
+       rr(e, BF, 2, sh, sh, RR_OK, -1e-6f, 0, 0));
+  CASE("residual op eps inf", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
+       rr(e, BF, 2, sh, sh, RR_OK, inf, 0, 0));
+  CASE("residual op weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+       rr(e, BF, 2, sh, sh, RR_OK, 1e-6f, nan, 0));
+  CASE("residual op shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, NULL, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
+  CASE("residual op streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, x, ri, nrm, ro, gam, 1e-6f, 0, 0,
+                                          NULL));
+  CASE("x array NULL", COLLGEN_ERR_INVALID_ARG, "the x array",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, NULL, ri, nrm, ro, gam, 1e-6f, 0,
+                                          0, s));
+  CASE("residual_in array NULL", COLLGEN_ERR_INVALID_ARG, "the residual_in array",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, x, NULL, nrm, ro, gam, 1e-6f, 0,
+                                          0, s));
+  CASE("normed array NULL", COLLGEN_ERR_INVALID_ARG, "the normed output array",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, x, ri, NULL, ro, gam, 1e-6f, 0,
+                                          0, s));
+  CASE("residual_out array NULL", COLLGEN_ERR_INVALID_ARG, "the residual_out array",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, x, ri, nrm, NULL, gam, 1e-6f, 0,
+                                          0, s));
+  CASE("residual op gammas NULL", COLLGEN_ERR_INVALID_ARG, "the gamma array",
+       collgen_allreduce_residual_rmsnorm(e->c, BF, 2, shapes, x, ri, nrm, ro, NULL, 1e-6f, 0,
+                                          0, s));
+  CASE("residual op shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       rr(e, BF, 2, sh, other, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op rows differ (3-D)", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       rr(e, BF, 3, (int64_t[3]){2, 2, 1024}, (int64_t[3]){4, 1, 1024}, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op negative rows", COLLGEN_ERR_INVALID_ARG, "negative dimension",
+       rr(e, BF, 2, negr, negr, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op 2^50 elements", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
+       rr(e, BF, 2, huge, huge, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
+       rr(e, BF, 2, sh, sh, RR_OK, 1e-6f, 0, 3));
+  CASE("x of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "x of rank 0 is NULL",
+       rr(e, BF, 2, sh, sh, NULL, RES(0), NRM(0), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("residual_out of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "residual_out of rank 0 is NULL",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), NRM(0), NULL, GAM(0), 1e-6f, 0, 0));
+  CASE("residual_in at an odd byte", COLLGEN_ERR_ALIGNMENT, "residual_in of rank 0",
+       rr(e, BF, 2, sh, sh, IN(0), AT(RES(0), 1), NRM(0), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("f32 gamma at +2 bytes", COLLGEN_ERR_ALIGNMENT, "not aligned to its 4-byte",
+       rr(e, F32, 2, sh, sh, IN(0), RES(0), NRM(0), OUT(0), AT(GAM(0), 2), 1e-6f, 0, 0));
+  CASE("normed is residual_out", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), OUT(0), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("normed is residual_in", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), RES(0), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("x is residual_out", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rr(e, BF, 2, sh, sh, OUT(0), RES(0), NRM(0), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("residual_out 16 bytes into residual_in", COLLGEN_ERR_INVALID_ARG,
+       "only exact in-place is allowed",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), NRM(0), AT(RES(0), 16), GAM(0), 1e-6f, 0, 0));
+  CASE("normed overlaps x", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), AT(IN(0), 4096), OUT(0), GAM(0), 1e-6f, 0, 0));
+  CASE("gamma inside residual_out", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), NRM(0), OUT(0), AT(OUT(0), 2048), 1e-6f, 0, 0));
+  CASE("residual op, groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps",
+       rr(e, BF, 2, sh, sh, IN(0), RES(0), AT(SPR(0), 2), AT(SPR(0), 8192), GAM(0), 1e-6f, 0, 1));
+#undef RR_OK
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
   allreduce_cases(e);
   rmsnorm_cases(e);
+  residual_rmsnorm_cases(e);
   return ncases;
 }

@@ -232,6 +232,9 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allgather_rmsnorm --dtype f16 --ngpus 4 --cols 5120 --rows 1000 "
                 "--no-line-directives",
                 "allgather_rmsnorm_f16_g4_c5120.cu");
+  expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 "
+                "--no-line-directives",
+                "allreduce_residual_rmsnorm_ll_bf16_g4_c8192.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
@@ -392,8 +395,10 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "no GPU found"), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_twoshot_bf16_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
-  /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range */
-  cr_expect(strstr(out, "2 of 2 demo kernels are in the cache"), "%s", out);
+  /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range; its 8
+  ** decode rows of the fused residual op are LL */
+  cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2"), "%s", out);
+  cr_expect(strstr(out, "3 of 3 demo kernels are in the cache"), "%s", out);
   free(out);
 }
 
@@ -410,14 +415,14 @@ Test(cli, demo_without_gpu_reports_what_happened) {
            dir, COLLGEN_CLI_PATH);
   cr_expect_eq(tu_run(cmd, &out), 1, "%s", out);
   cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
-  cr_expect(strstr(out, "0 of 2 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 3 demo kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "cannot load NVRTC"), "%s", out);
   free(out);
   /* compiled fine, but nothing kept: exit 0, and it says so */
   snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DISABLE=1 %s demo", COLLGEN_CLI_PATH);
   cr_expect_eq(tu_run(cmd, &out), 0, "%s", out);
   cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
-  cr_expect(strstr(out, "0 of 2 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 3 demo kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "memory only"), "%s", out);
   free(out);
 }

@@ -1,12 +1,12 @@
 /*
 ** test_conformance.c -- template conformance over the planner's own variant
-** space: for both ops x 3 dtypes x sm_90 and sm_80 x ngpus 2..8, every
+** space: for every op x 3 dtypes x sm_90 and sm_80 x ngpus 2..8, every
 ** kernel collgen_plan_variants lists (every group size, any size, aligned
-** or not, in place or not; RMSNorm for the cols below). For every distinct
-** kernel: the source is byte-identical from two fresh Lua states, NVRTC
-** compiles it without warnings, the cubin exports the kernel symbol with
-** the parameter block the runtime builds (sizeof(collgen__kparams), one
-** parameter), and ptxas reports no spills.
+** or not, in place or not; the RMSNorm ops for the cols below). For every
+** distinct kernel: the source is byte-identical from two fresh Lua states,
+** NVRTC compiles it without warnings, the cubin exports the kernel symbol
+** with the parameter block the runtime builds (sizeof(collgen__kparams),
+** one parameter), and ptxas reports no spills.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "collgen.h"
 #include "cubin_info.h"
 #include "device_abi.h"
@@ -93,8 +94,8 @@ static void run_matrix(collgen_op_t op, collgen_dtype_t dtype, const char *arch)
     for (int i = 0; i < count; ++i) check_spec(c, &shapes[i]);
     free(shapes);
   }
-  cr_log_info("%s %d %s: %d distinct kernels checked", op ? "allgather_rmsnorm" : "allreduce_sum",
-              (int)dtype, arch, c->checked);
+  cr_log_info("%s %s %s: %d distinct kernels checked", collgen__op_name(op),
+              collgen__dtype_name(dtype), arch, c->checked);
   cr_expect_gt(c->checked, 10);
   collgen_generator_destroy(c->a);
   collgen_generator_destroy(c->b);
@@ -118,6 +119,12 @@ MATRIX(ALLGATHER_RMSNORM, F32, sm_90)
 MATRIX(ALLGATHER_RMSNORM, BF16, sm_80)
 MATRIX(ALLGATHER_RMSNORM, F16, sm_80)
 MATRIX(ALLGATHER_RMSNORM, F32, sm_80)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, BF16, sm_90)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F16, sm_90)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F32, sm_90)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, BF16, sm_80)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F16, sm_80)
+MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F32, sm_80)
 
 /* The other supported archs compile too (one spec each per op). */
 Test(conformance, other_archs) {
@@ -127,13 +134,13 @@ Test(conformance, other_archs) {
   cr_assert_eq(collgen_generator_create(&c->b, NULL), COLLGEN_OK);
   static const char *const archs[] = {"sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"};
   for (size_t i = 0; i < sizeof archs / sizeof archs[0]; ++i)
-    for (int op = 0; op < 2; ++op) {
+    for (int op = 0; op < collgen__op_count(); ++op) {
       collgen_shape_t s;
-      collgen_shape_init(&s, (collgen_op_t)op);
+      collgen_shape_init(&s, collgen__op_at(op)->op);
       snprintf(s.arch, sizeof s.arch, "%s", archs[i]);
       check_spec(c, &s);
     }
-  cr_expect_eq(c->checked, 10);
+  cr_expect_eq(c->checked, 5 * collgen__op_count());
   collgen_generator_destroy(c->a);
   collgen_generator_destroy(c->b);
   free(c);

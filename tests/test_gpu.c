@@ -1,5 +1,8 @@
 /*
-** test_gpu.c -- both ops on real GPUs against the CPU reference.
+** test_gpu.c -- allreduce_sum and allgather_rmsnorm on real GPUs against
+** the CPU reference, plus what concerns every op (graphs, timeouts, bad
+** inputs, waits); the GPU test binary's main() and shared helpers
+** (test_gpu.h). allreduce_residual_rmsnorm: test_gpu_residual.c.
 **
 ** Every test makes fresh random inputs, poisons the outputs (0xff: NaN in
 ** every dtype), runs the op and compares every rank's output with the CPU
@@ -27,15 +30,16 @@
 #include "devbuf.h"
 #include "dtype_convert.h"
 #include "reference.h"
+#include "test_gpu.h"
 #include "test_util.h"
 
-static const char *cu_name(CUresult r) {
+const char *cu_name(CUresult r) {
   const char *name = NULL;
   collgen__cu.cuGetErrorName(r, &name);
   return name ? name : "?";
 }
 
-static int gpu_count(void) {
+int gpu_count(void) {
   char err[256];
   int n = 0;
   if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) return 0;
@@ -53,7 +57,7 @@ static void rank_devices(int ranks, int *devices, int *shared) {
   *shared = ranks > use;
 }
 
-static collgen_comm_t *make_comm(int ranks, int max_blocks, int timeout_ms, unsigned mask) {
+collgen_comm_t *make_comm(int ranks, int max_blocks, int timeout_ms, unsigned mask) {
   int devices[8], shared;
   rank_devices(ranks, devices, &shared);
   collgen_comm_options_t o;
@@ -68,20 +72,59 @@ static collgen_comm_t *make_comm(int ranks, int max_blocks, int timeout_ms, unsi
   return c;
 }
 
-static void make_streams(collgen_comm_t *c, collgen_stream_t *s) {
+void make_streams(collgen_comm_t *c, collgen_stream_t *s) {
   for (int r = 0; r < c->ndev; ++r)
     cr_assert_eq(collgen__dev_stream_create(c, r, &s[r]), COLLGEN_OK, "%s", c->err);
 }
 
-static void free_streams(collgen_comm_t *c, collgen_stream_t *s) {
+void free_streams(collgen_comm_t *c, collgen_stream_t *s) {
   for (int r = 0; r < c->ndev; ++r) collgen__dev_stream_destroy(c, r, s[r]);
 }
 
 /* Fresh data every run: the state is seeded from the time and pid. */
-static void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
+void fill_random(collgen_dtype_t dt, void *p, int64_t n) {
   static uint64_t state;
   while (!state) state = tu_rand();
   collgen__ref_fill_random(dt, p, n, &state);
+}
+
+void graph_capture_begin(collgen_comm_t *c, const collgen_stream_t *s) {
+  for (int r = 0; r < c->ndev; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    CUresult e = collgen__cu.cuStreamBeginCapture((CUstream)s[r], CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(e, CUDA_SUCCESS, "begin capture rank %d: %s", r, cu_name(e));
+  }
+}
+
+void graph_capture_end(collgen_comm_t *c, const collgen_stream_t *s, CUgraph *graph,
+                       CUgraphExec *exec) {
+  /* End every capture before instantiating: instantiation is refused while
+  ** the thread still has a stream capturing. */
+  for (int r = 0; r < c->ndev; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    CUresult e = collgen__cu.cuStreamEndCapture((CUstream)s[r], &graph[r]);
+    cr_assert_eq(e, CUDA_SUCCESS, "end capture rank %d: %s", r, cu_name(e));
+  }
+  for (int r = 0; r < c->ndev; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    CUresult e = collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0);
+    cr_assert_eq(e, CUDA_SUCCESS, "instantiate rank %d: %s", r, cu_name(e));
+  }
+}
+
+void graph_launch(collgen_comm_t *c, const collgen_stream_t *s, CUgraphExec *exec) {
+  for (int r = 0; r < c->ndev; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    cr_assert_eq(collgen__cu.cuGraphLaunch(exec[r], (CUstream)s[r]), CUDA_SUCCESS);
+  }
+}
+
+void graph_destroy(collgen_comm_t *c, CUgraph *graph, CUgraphExec *exec) {
+  for (int r = 0; r < c->ndev; ++r) {
+    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+    collgen__cu.cuGraphExecDestroy(exec[r]);
+    collgen__cu.cuGraphDestroy(graph[r]);
+  }
 }
 
 /* ---- allreduce ---------------------------------------------------------- */
@@ -188,8 +231,8 @@ static void ar_teardown(ar_case *t) {
   free_streams(t->c, t->streams);
 }
 
-static void ar_check(collgen_comm_t *c, collgen_dtype_t dt, int64_t n, int group, int inplace,
-                     int misalign, int runs) {
+void ar_check(collgen_comm_t *c, collgen_dtype_t dt, int64_t n, int group, int inplace,
+              int misalign, int runs) {
   ar_case t;
   memset(&t, 0, sizeof t);
   t.c = c;
@@ -363,8 +406,8 @@ static void rms_check_n(collgen_comm_t *c, collgen_dtype_t dt, int group, const 
   free_streams(c, streams);
 }
 
-static void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
-                      int64_t cols, float eps, float offset) {
+void rms_check(collgen_comm_t *c, collgen_dtype_t dt, int group, const int64_t *rows,
+               int64_t cols, float eps, float offset) {
   rms_check_n(c, dt, group, rows, cols, eps, offset, 1);
 }
 
@@ -462,26 +505,10 @@ static void graph_replay_check(int64_t n, int group) {
   const int64_t *shapes[2] = {shape, shape};
   CUgraph graph[2];
   CUgraphExec exec[2];
-  for (int r = 0; r < 2; ++r) {
-    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    CUresult e = collgen__cu.cuStreamBeginCapture((CUstream)t.streams[r],
-                                                  CU_STREAM_CAPTURE_MODE_GLOBAL);
-    cr_assert_eq(e, CUDA_SUCCESS, "begin capture rank %d: %s", r, cu_name(e));
-  }
+  graph_capture_begin(c, t.streams);
   cr_assert_eq(collgen_allreduce_sum(c, t.dt, 1, shapes, (const void *const *)t.in, t.out, group,
                                      t.streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
-  /* End every capture before instantiating: instantiation is refused while
-  ** the thread still has a stream capturing. */
-  for (int r = 0; r < 2; ++r) {
-    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    CUresult e = collgen__cu.cuStreamEndCapture((CUstream)t.streams[r], &graph[r]);
-    cr_assert_eq(e, CUDA_SUCCESS, "end capture rank %d: %s", r, cu_name(e));
-  }
-  for (int r = 0; r < 2; ++r) {
-    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    CUresult e = collgen__cu.cuGraphInstantiate(&exec[r], graph[r], 0);
-    cr_assert_eq(e, CUDA_SUCCESS, "instantiate rank %d: %s", r, cu_name(e));
-  }
+  graph_capture_end(c, t.streams, graph, exec);
   size_t bytes = (size_t)t.n * 2;
   void *expect = malloc(bytes), *got = malloc(bytes);
   for (int it = 0; it < 100; ++it) {
@@ -490,10 +517,7 @@ static void graph_replay_check(int64_t n, int group) {
       cr_assert_eq(collgen__dev_upload(c, r, t.in[r], t.host[r], bytes), COLLGEN_OK);
       cr_assert_eq(collgen__dev_fill(c, r, t.out[r], 0xff, bytes), COLLGEN_OK);
     }
-    for (int r = 0; r < 2; ++r) {
-      collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-      cr_assert_eq(collgen__cu.cuGraphLaunch(exec[r], (CUstream)t.streams[r]), CUDA_SUCCESS);
-    }
+    graph_launch(c, t.streams, exec);
     cr_assert_eq(collgen__dev_sync_all(c, t.streams), COLLGEN_OK, "%s", c->err);
     for (int r = 0; r < 2; ++r) {
       int g = group ? group : 2, base = r - r % g;
@@ -503,11 +527,7 @@ static void graph_replay_check(int64_t n, int group) {
                 (long long)t.n, g, it, r);
     }
   }
-  for (int r = 0; r < 2; ++r) {
-    collgen__cu.cuCtxSetCurrent(c->ctx[r]);
-    collgen__cu.cuGraphExecDestroy(exec[r]);
-    collgen__cu.cuGraphDestroy(graph[r]);
-  }
+  graph_destroy(c, graph, exec);
   free(expect);
   free(got);
   ar_teardown(&t);

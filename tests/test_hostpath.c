@@ -249,6 +249,70 @@ Test(hostpath, rmsnorm_launches_each_group_with_its_plan) {
   collgen_comm_destroy(c);
 }
 
+/* allreduce_residual_rmsnorm: each rank launched once with the planned
+** kernel and grid, in place accepted; groups of one launch the kernel too
+** (it adds and normalizes: no copy); zero rows launch nothing. */
+Test(hostpath, residual_rmsnorm_launches_every_rank_even_alone) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  int64_t shape[3] = {2, 150, 4096}, none[2] = {0, 4096}; /* 300 rows of 8 KiB: row split */
+  const int64_t *shapes[4] = {shape, shape, shape, shape}, *empty[4] = {none, none, none, none};
+  void *x[4], *res[4], *normed[4], *gamma[4];
+  for (int r = 0; r < 4; ++r) {
+    x[r] = poisoned(300 * 4096 * 2);
+    res[r] = poisoned(300 * 4096 * 2);
+    normed[r] = poisoned(300 * 4096 * 2);
+    gamma[r] = poisoned(4096 * 2);
+  }
+  collgen_stream_t streams[4];
+  make_streams(c, streams);
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, cache_dir), COLLGEN_OK);
+  static const int groups[] = {0, 2, 1};
+  for (size_t k = 0; k < sizeof groups / sizeof groups[0]; ++k) {
+    memset(stats, 0, sizeof *stats);
+    cr_assert_eq(collgen_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 3, shapes,
+                                                    (const void *const *)x,
+                                                    (const void *const *)res, normed, res,
+                                                    (const void *const *)gamma, 1e-6f, 1.0f,
+                                                    groups[k], streams),
+                 COLLGEN_OK, "group %d: %s", groups[k], collgen_comm_last_error(c));
+    cr_expect_eq(stats->launches, 4, "group %d", groups[k]);
+    cr_expect_eq(stats->copies, 0, "group %d: no copy, even alone", groups[k]);
+    cr_expect_eq(stats->wrong_context, 0);
+    collgen_shape_t s;
+    collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+    s.ngpus = 4;
+    s.group_size = groups[k];
+    s.rows = 300;
+    s.cols = 4096;
+    collgen_plan_t plan;
+    cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_OK, "%s", collgen_generator_last_error(g));
+    cr_expect_str_eq(plan.algo, groups[k] == 1 ? "oneshot" : "rowsplit");
+    for (int r = 0; r < 4; ++r) {
+      cr_expect_eq(stats->log[r].device, r);
+      cr_expect_str_eq(stats->log[r].kernel, plan.kernel);
+      cr_expect_eq(stats->log[r].grid, (unsigned)plan.grid);
+      cr_expect_eq(stats->log[r].block, (unsigned)plan.block);
+    }
+  }
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, empty,
+                                                  (const void *const *)x, (const void *const *)res,
+                                                  normed, res, (const void *const *)gamma, 1e-6f,
+                                                  0.0f, 0, streams), COLLGEN_OK);
+  cr_expect_eq(stats->launches + stats->copies + stats->module_loads, 0, "zero rows: nothing");
+  for (int r = 0; r < 4; ++r) {
+    cr_expect(all_poison(normed[r], 300 * 4096 * 2), "kernels do not run here");
+    free(x[r]);
+    free(res[r]);
+    free(normed[r]);
+    free(gamma[r]);
+  }
+  collgen_generator_destroy(g);
+  collgen_comm_destroy(c);
+}
+
 Test(hostpath, comm_create_refuses_bad_device_lists_and_old_gpus) {
   collgen_comm_t *c = (collgen_comm_t *)1;
   int twice[2] = {0, 0}, missing[2] = {0, 5}, nine[9] = {0};

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "collgen.h"
@@ -161,4 +162,113 @@ Test(planner, rmsnorm_scalar_rows_cap_at_24_values) {
   s.aligned16 = 1;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
   cr_expect_str_eq(p.algo, "unrolled", "aligned: 4 vectors of 8");
+}
+
+static collgen_plan_t plan_rr(int ngpus, int group, int64_t rows, int64_t cols,
+                              collgen_dtype_t dt, int aligned) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.ngpus = ngpus;
+  s.group_size = group;
+  s.rows = rows;
+  s.cols = cols;
+  s.dtype = dt;
+  s.aligned16 = aligned;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  return p;
+}
+
+/* LL while every rank's x fits the LL lines (256 KiB), one-shot pull up to
+** the one-shot size (also 256 KiB) or for a group of one, row split above. */
+Test(planner, residual_rmsnorm_algorithms) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16, F32 = COLLGEN_DTYPE_F32;
+  collgen_plan_t p = plan_rr(2, 0, 8, 8192, BF, 1);
+  cr_expect_str_eq(p.algo, "ll", "8 x 8192 bf16: 128 KiB per rank");
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2");
+  cr_expect_eq(p.grid, 8, "one block per row");
+  cr_expect_eq(p.block, 512);
+  cr_expect_eq(p.items, 2);
+  cr_expect_str_eq(plan_rr(2, 0, 16, 8192, BF, 1).algo, "ll", "256 KiB is still LL");
+  p = plan_rr(2, 0, 17, 8192, BF, 1);
+  cr_expect_str_eq(p.algo, "rowsplit", "above the LL and one-shot size");
+  cr_expect_eq(p.grid, 9, "a block per row of the longest slice (17 rows over 2 ranks)");
+  p = plan_rr(8, 0, 8192, 8192, BF, 1);
+  cr_expect_str_eq(p.algo, "rowsplit");
+  cr_expect_eq(p.grid, 256, "1024 rows per slice, capped at the signal slots");
+  p = plan_rr(2, 0, 8, 8192, BF, 0);
+  cr_expect_str_eq(p.algo, "oneshot", "LL needs 16-byte vectors");
+  cr_expect_eq(p.vec, 1);
+  cr_expect_eq(p.items, 16, "8192 scalars over 512 threads");
+  cr_expect_str_eq(plan_rr(2, 0, 17, 8192, BF, 0).algo, "rowsplit");
+  p = plan_rr(4, 1, 100000, 8192, BF, 1);
+  cr_expect_str_eq(p.algo, "oneshot", "a group of one adds and normalizes (no copy)");
+  cr_expect_eq(p.group, 1);
+  cr_expect_eq(p.grid, 256);
+  cr_expect_str_eq(plan_rr(8, 0, 8, 8192, F32, 1).kernel,
+                   "collgen_allreduce_residual_rmsnorm_f32_g8_c8192_v4_ll_u4",
+                   "f32 at 8 ranks: 16 values per thread, still LL");
+  p = plan_rr(2, 0, 8, 16384, BF, 1);
+  cr_expect_str_eq(p.algo, "oneshot", "no 1024-thread LL rows for this op");
+  cr_expect_eq(p.block, 512);
+  cr_expect_eq(p.items, 4);
+  cr_expect_str_eq(plan_rr(2, 0, 9, 16384, BF, 1).algo, "rowsplit");
+  p = plan_rr(2, 0, 3, 40000, BF, 1);
+  cr_expect_str_eq(p.algo, "oneshot");
+  cr_expect_eq(p.items, 0, "40000 columns: the row is streamed in a loop");
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_residual_rmsnorm_bf16_g2_c40000_v8_oneshot_loop");
+  cr_expect_str_eq(plan_rr(2, 0, 4, 40000, BF, 1).algo, "rowsplit");
+  cr_expect_eq(plan_rr(2, 0, 0, 4096, BF, 1).grid, 1, "no rows: the runtime launches nothing");
+}
+
+Test(planner, residual_rmsnorm_refusals_and_grid_cap) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.cols = 0;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "cols must be >= 1"), "%s",
+            collgen_generator_last_error(gen));
+  s.cols = 4096;
+  s.rows = -1;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  s.rows = 8;
+  s.tensor_rank = 1;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG, "rank >= 2");
+  s.tensor_rank = 2;
+  s.rows = 100000;
+  s.max_blocks = 4;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.grid, 4);
+}
+
+/* The variant list of the op covers each algorithm on both sides of its
+** thresholds, aligned or not. */
+Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
+  int64_t cols[] = {4096, 40000};
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM;
+  cls.dtype = COLLGEN_DTYPE_BF16;
+  cls.ngpus = 2;
+  cls.cols = cols;
+  cls.cols_count = 2;
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(gen));
+  static const char *const want[] = {
+      "_g2_c4096_v8_ll_u1",       "_g2_c4096_v8_rowsplit_u1", "_g2_c4096_v1_oneshot_u8",
+      "_g2_c4096_v1_rowsplit_u8", "_g2_c40000_v8_oneshot_loop", "_g2_c40000_v8_rowsplit_loop",
+      "_g1_c4096_v8_oneshot_u1",  "_g1_c40000_v1_oneshot_loop"};
+  for (size_t w = 0; w < sizeof want / sizeof want[0]; ++w) {
+    int found = 0;
+    for (int i = 0; i < count; ++i) {
+      collgen_plan_t p;
+      cr_assert_eq(collgen_plan(gen, &shapes[i], &p), COLLGEN_OK);
+      found |= strstr(p.kernel, want[w]) != NULL;
+    }
+    cr_expect(found, "no variant plans to *%s (%d variants)", want[w], count);
+  }
+  free(shapes);
 }

@@ -4,11 +4,11 @@
 ** of that matrix is served from disk in a process where NVRTC cannot be
 ** loaded. "Every call shape" is a dense sweep chosen without asking the
 ** planner: allreduce elems 0..300, every value near each power of two up
-** to 2^40 and near the LL limit, random sizes up to 2^40; RMSNorm rows
-** 0..600, near powers of two and the LL row limit of each cols, random up
-** to 2^40 elements; each aligned or not, in place or not
-** (allreduce), every group size dividing ngpus (allreduce over groups of
-** one is a copy in the runtime, so none), several grid caps.
+** to 2^40 and near the LL limit, random sizes up to 2^40; the RMSNorm ops'
+** rows 0..600, near powers of two and the LL row limit of each cols, random
+** up to 2^40 elements; each aligned or not, in place or not, every group
+** size dividing ngpus (allreduce over groups of one is a copy in the
+** runtime, so none), several grid caps.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -18,19 +18,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "collgen.h"
 #include "device_abi.h"
 #include "test_util.h"
 
 #define MATRIX_ARGS                                                            \
-  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm --dtypes bf16,f32 "      \
-  "--ngpus 2,4 --cols 4096,5120,100"
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm " \
+  "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
 static const int64_t COLS[] = {4096, 5120, 100};
 static const int MAX_BLOCKS[] = {0, 3, COLLGEN_MAX_BLOCKS};
 #define MAX_SIZE ((int64_t)1 << 40)
-#define MAX_KEYS 256
+#define MAX_KEYS 512
 #define MAX_REPORTED 20
 
 static char dir[4096];
@@ -77,8 +78,7 @@ static void report_miss(sweep *s, const collgen_shape_t *shape, int rc, int hit)
   if (s->nmissing > MAX_REPORTED) return;
   fprintf(s->report, "%s: %s (hit %d), first needed by %s dtype %d ngpus %d group %d "
           "elems %lld rows %lld cols %lld aligned %d inplace %d max_blocks %d\n",
-          plan.kernel, collgen_status_name(rc), hit,
-          shape->op == COLLGEN_OP_ALLREDUCE_SUM ? "allreduce_sum" : "allgather_rmsnorm",
+          plan.kernel, collgen_status_name(rc), hit, collgen__op_name(shape->op),
           (int)shape->dtype, shape->ngpus, shape->group_size, (long long)shape->elems,
           (long long)shape->rows, (long long)shape->cols, shape->aligned16, shape->inplace,
           shape->max_blocks);
@@ -114,14 +114,36 @@ static void sweep_allreduce(sweep *s, collgen_shape_t base, const int64_t *sizes
 
 static void sweep_rmsnorm(sweep *s, collgen_shape_t base, const int64_t *sizes, int n) {
   for (int i = 0; i < n; ++i)
-    for (int aligned = 0; aligned < 2; ++aligned)
+    for (int flags = 0; flags < 4; ++flags)
       for (size_t m = 0; m < sizeof MAX_BLOCKS / sizeof MAX_BLOCKS[0]; ++m) {
         collgen_shape_t sh = base;
         sh.rows = sizes[i];
-        sh.aligned16 = aligned;
+        sh.aligned16 = flags & 1;
+        sh.inplace = flags >> 1;
         sh.max_blocks = MAX_BLOCKS[m];
         fetch(s, &sh);
       }
+}
+
+/* Every call of an RMSNorm op in the matrix (`sizes` is scratch space). */
+static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
+  for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
+    for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
+      int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
+      int64_t ll_rows = (int64_t)COLLGEN_LL_LINES * 8 / (COLS[c] * esize); /* f32 x 100: 655 */
+      int nrows = sweep_sizes(600, 3, ll_rows, MAX_SIZE / COLS[c], sizes);
+      for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+        for (int g = 1; g <= NGPUS[k]; ++g) {
+          if (NGPUS[k] % g) continue;
+          collgen_shape_t base;
+          collgen_shape_init(&base, op);
+          base.dtype = DTYPES[d];
+          base.ngpus = NGPUS[k];
+          base.group_size = g;
+          base.cols = COLS[c];
+          sweep_rmsnorm(s, base, sizes, nrows);
+        }
+    }
 }
 
 /* The child's whole job: NVRTC made unloadable before any use, then every
@@ -161,23 +183,8 @@ static int run_sweep(const char *report_path) {
         sweep_allreduce(s, base, sizes, nelems);
       }
   }
-  for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
-    for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
-      int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
-      int64_t ll_rows = (int64_t)COLLGEN_LL_LINES * 8 / (COLS[c] * esize); /* f32 x 100: 655 */
-      int nrows = sweep_sizes(600, 3, ll_rows, MAX_SIZE / COLS[c], sizes);
-      for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
-        for (int g = 1; g <= NGPUS[k]; ++g) {
-          if (NGPUS[k] % g) continue;
-          collgen_shape_t base;
-          collgen_shape_init(&base, COLLGEN_OP_ALLGATHER_RMSNORM);
-          base.dtype = DTYPES[d];
-          base.ngpus = NGPUS[k];
-          base.group_size = g;
-          base.cols = COLS[c];
-          sweep_rmsnorm(s, base, sizes, nrows);
-        }
-    }
+  sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);
+  sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);
   fprintf(s->report, "%d calls, %d distinct kernels, %d calls (%d kernels) not served from disk\n",
           s->calls, s->nkeys, s->misses, s->nmissing);
   fclose(s->report);

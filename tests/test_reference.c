@@ -1,7 +1,7 @@
 /*
 ** test_reference.c -- hand-computed cases for the library's 16-bit float
 ** rounding (dtype_convert.h: ties, subnormals, overflow, NaN) and for the
-** test support's CPU reference of both ops' math.
+** test support's CPU reference of every op's math.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -143,6 +143,43 @@ Test(reference, rmsnorm_empty_shard) {
   cr_expect(memcmp(resid, s0, sizeof s0) == 0);
   /* scale = 1/sqrt(14/3) = 0.46291; 1*s = 0.46291 -> bf16 0x3eed (0.462890625) */
   cr_expect_eq(normed[0], 0x3eed, "got %#x", normed[0]);
+}
+
+Test(reference, residual_rmsnorm_adds_in_rank_order_then_residual_and_rounds_once) {
+  /* bf16: 1 + 2^-8 (x) + 2^-8 (residual) = 1 + 2^-7 exactly in f32. Rounding
+  ** the sum of x first (to 1, the tie goes to even) would give 1 again. */
+  uint16_t x0[1] = {0x3f80}, x1[1] = {0x3b80}, res[1] = {0x3b80}, gamma[1] = {0x3f80};
+  uint16_t out[1] = {0}, normed[1] = {0};
+  const void *x[2] = {x0, x1};
+  collgen__ref_allreduce_residual_rmsnorm(COLLGEN_DTYPE_BF16, 2, 1, 1, x, res, gamma, 0.0f, 0.0f,
+                                          normed, out);
+  cr_expect_eq(out[0], 0x3f81, "got %#x", out[0]);
+  cr_expect_eq(normed[0], 0x3f80, "x / |x| = 1, got %#x", normed[0]);
+  /* f32: the residual comes last: (1e8 + -1e8) + 1 = 1, whereas adding it
+  ** before the second rank gives (1e8 + 1) + -1e8 = 0. */
+  float a[1] = {1e8f}, b[1] = {-1e8f}, r[1] = {1.0f}, g[1] = {1.0f}, o[1], n[1];
+  const void *fx[2] = {a, b};
+  collgen__ref_allreduce_residual_rmsnorm(COLLGEN_DTYPE_F32, 2, 1, 1, fx, r, g, 0.0f, 0.0f, n, o);
+  cr_expect_eq(o[0], 1.0f);
+  /* in place: residual_out may be residual_in */
+  collgen__ref_allreduce_residual_rmsnorm(COLLGEN_DTYPE_F32, 2, 1, 1, fx, r, g, 0.0f, 0.0f, n, r);
+  cr_expect_eq(r[0], 1.0f);
+  cr_expect_eq(n[0], 1.0f);
+}
+
+Test(reference, residual_rmsnorm_normalizes_residual_out) {
+  /* rows [3, 4] + [0, 0] and [1, 2] + [-1, -2] with residuals [0, 0], [5, 5]:
+  ** residual_out [3, 4] (mean square 12.5) and [5, 5] (25). */
+  float x0[4] = {3.0f, 4.0f, 1.0f, 2.0f}, x1[4] = {0.0f, 0.0f, -1.0f, -2.0f};
+  float res[4] = {0.0f, 0.0f, 5.0f, 5.0f}, gamma[2] = {0.0f, 0.5f}, out[4], normed[4];
+  const void *x[2] = {x0, x1};
+  collgen__ref_allreduce_residual_rmsnorm(COLLGEN_DTYPE_F32, 2, 2, 2, x, res, gamma, 0.0f, 1.0f,
+                                          normed, out);
+  cr_expect(out[0] == 3.0f && out[1] == 4.0f && out[2] == 5.0f && out[3] == 5.0f);
+  cr_expect_float_eq(normed[0], 3.0f / sqrtf(12.5f) * 1.0f, 1e-6);
+  cr_expect_float_eq(normed[1], 4.0f / sqrtf(12.5f) * 1.5f, 1e-6);
+  cr_expect_float_eq(normed[2], 1.0f, 1e-6);
+  cr_expect_float_eq(normed[3], 1.5f, 1e-6);
 }
 
 Test(reference, closeness_bound) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "catalog.h"
 #include "collgen.h"
 #include "lua_host.h"
 #include "test_util.h"
@@ -106,10 +107,10 @@ static int render(const collgen_shape_t *s, char **src, char *err, size_t n) {
 
 Test(template, deterministic_across_fresh_states) {
   setenv("COLLGEN_CACHE_DISABLE", "1", 1);
-  for (int op = 0; op < 2; ++op) {
+  for (int op = 0; op < collgen__op_count(); ++op) {
     for (int dt = 0; dt < 3; ++dt) {
       collgen_shape_t s;
-      collgen_shape_init(&s, (collgen_op_t)op);
+      collgen_shape_init(&s, collgen__op_at(op)->op);
       s.dtype = (collgen_dtype_t)dt;
       s.ngpus = 8;
       s.cols = 5120;

@@ -46,8 +46,9 @@ void cli_print_spec_help(FILE *out) {
           "  --group-size G         ranks per group, 0 = all (0)\n"
           "  --rank R               tensor rank, 1..8 (1 for allreduce, 2 otherwise)\n"
           "  --elems N              allreduce: elements per rank, 0..2^40 (1)\n"
-          "  --rows N               allgather_rmsnorm: gathered rows, 0..2^40 (1)\n"
-          "  --cols C               allgather_rmsnorm: columns, 1..2^40 (4096)\n"
+          "  --rows N               RMSNorm ops: rows (allgather_rmsnorm: gathered),\n"
+          "                         0..2^40 (1)\n"
+          "  --cols C               RMSNorm ops: columns, 1..2^40 (4096)\n"
           "  --arch sm_XY           target arch: sm_80 sm_86 sm_89 sm_90 sm_100 ... (sm_90)\n"
           "  --max-blocks N         grid cap, 0 = default, at most 256 (0)\n"
           "  --unaligned            pointers not 16-byte aligned (scalar kernel)\n"
@@ -236,10 +237,13 @@ void cli_pregen_free(cli_pregen_opts *o) {
 
 int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *o) {
   memset(o, 0, sizeof *o);
-  const char *arch = "sm_90", *ops = "allreduce_sum,allgather_rmsnorm", *dtypes = NULL;
+  const char *arch = "sm_90", *ops = NULL, *dtypes = NULL;
   const char *ngpus = "2,4,8", *cols = "1024,2048,4096,5120,7168,8192,16384";
+  static char all_ops[256]; /* outlives the call: o->ops_text may point at it */
   char all_dtypes[256];
+  cli_op_names(all_ops, sizeof all_ops, ",");
   cli_dtype_names(all_dtypes, sizeof all_dtypes, ",");
+  ops = all_ops;
   dtypes = all_dtypes;
   o->jobs = default_jobs < 1 ? 1 : default_jobs > 256 ? 256 : default_jobs;
   static const char *const flags[] = {"--arch", "--ops", "--dtypes", "--ngpus",

@@ -1,6 +1,6 @@
 /*
 ** cmd_demo.c -- `collgen demo`, the main job. On a GPU machine it runs
-** both ops on every visible GPU (up to 8), checks them against the CPU
+** every op on every visible GPU (up to 8), checks them against the CPU
 ** reference and prints timings. Without a GPU it generates and compiles the
 ** demo's kernels into the cache and says why it stops there.
 */
@@ -16,6 +16,7 @@
 #define AR_ELEMS (16 * 1024 * 1024 + 3) /* odd: exercises the scalar tail */
 #define RMS_ROWS 64                     /* per rank; rank 0 gets one more */
 #define RMS_COLS 8192
+#define RR_ROWS 8                       /* decode tokens per rank: the LL kernel */
 #define ITERS 20
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* fixed seed: the demo is reproducible */
@@ -39,11 +40,11 @@ static int compile_only(const char *why) {
   }
   const char *dir = collgen__generator_cache_dir(g);
   int built = 0, stored = 0, total = 0;
-  for (int op = 0; op < 2; ++op, ++total) {
+  for (int op = 0; op < collgen__op_count(); ++op, ++total) {
     collgen_shape_t s;
-    collgen_shape_init(&s, (collgen_op_t)op);
+    collgen_shape_init(&s, collgen__op_at(op)->op);
     s.elems = AR_ELEMS;
-    s.rows = 2 * RMS_ROWS + 1;
+    s.rows = s.op == COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM ? RR_ROWS : 2 * RMS_ROWS + 1;
     s.cols = RMS_COLS;
     collgen_kernel_info_t info;
     int rc = collgen_get_kernel(g, &s, &info);
@@ -248,11 +249,102 @@ static int demo_rmsnorm(demo_ctx *d) {
   return rc != COLLGEN_OK || bad;
 }
 
+typedef struct {
+  void *x[COLLGEN_MAX_DEVICES], *res[COLLGEN_MAX_DEVICES], *normed[COLLGEN_MAX_DEVICES];
+  void *gamma[COLLGEN_MAX_DEVICES];
+  int64_t shape[2];
+} rr_args;
+
+/* In place: residual_out is residual_in (the timing loop keeps adding). */
+static int run_rr(demo_ctx *d, void *vp) {
+  rr_args *a = vp;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
+  return collgen_allreduce_residual_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes,
+                                            (const void *const *)a->x, (const void *const *)a->res,
+                                            a->normed, a->res, (const void *const *)a->gamma,
+                                            1e-6f, 0.0f, 0, d->streams);
+}
+
+static int demo_residual_rmsnorm(demo_ctx *d) {
+  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+  const int64_t n = RR_ROWS * RMS_COLS;
+  const size_t bytes = (size_t)n * 2, gbytes = RMS_COLS * 2;
+  rr_args a;
+  memset(&a, 0, sizeof a);
+  a.shape[0] = RR_ROWS;
+  a.shape[1] = RMS_COLS;
+  const void *host_x[COLLGEN_MAX_DEVICES] = {0};
+  void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
+  void *want_n = malloc(bytes), *got = malloc(bytes);
+  int ok = res && gamma && want_r && want_n && got;
+  if (ok) {
+    fill_random(bf, res, n); /* one residual stream, replicated on every rank */
+    fill_random(bf, gamma, RMS_COLS);
+  }
+  for (int r = 0; ok && r < d->n; ++r) {
+    void *h = malloc(bytes);
+    host_x[r] = h;
+    ok = h && collgen__dev_alloc(d->comm, r, bytes, &a.x[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, bytes, &a.res[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, bytes, &a.normed[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, gbytes, &a.gamma[r]) == 0;
+    if (ok) {
+      fill_random(bf, h, n);
+      ok = collgen__dev_upload(d->comm, r, a.x[r], h, bytes) == 0 &&
+           collgen__dev_upload(d->comm, r, a.res[r], res, bytes) == 0 &&
+           collgen__dev_upload(d->comm, r, a.gamma[r], gamma, gbytes) == 0 &&
+           collgen__dev_fill(d->comm, r, a.normed[r], 0xff, bytes) == 0;
+    }
+  }
+  int rc = ok ? run_rr(d, &a) : COLLGEN_ERR_CUDA;
+  if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
+  int bad = 0;
+  if (rc == COLLGEN_OK) {
+    collgen__ref_allreduce_residual_rmsnorm(bf, d->n, RR_ROWS, RMS_COLS, host_x, res, gamma, 1e-6f,
+                                            0.0f, want_n, want_r);
+    for (int r = 0; r < d->n; ++r) {
+      collgen__dev_download(d->comm, r, got, a.res[r], bytes);
+      bad += memcmp(got, want_r, bytes) != 0;
+      collgen__dev_download(d->comm, r, got, a.normed[r], bytes);
+      for (int64_t row = 0; row < RR_ROWS; ++row) {
+        double scale = collgen__ref_rmsnorm_scale(bf, want_r, row, RMS_COLS, 1e-6f);
+        for (int64_t c = 0; c < RMS_COLS; ++c) {
+          int64_t i = row * RMS_COLS + c;
+          double exact = collgen__ref_load(bf, want_r, i) * scale * collgen__ref_load(bf, gamma, c);
+          bad += !collgen__ref_close(bf, collgen__ref_load(bf, got, i), exact);
+        }
+      }
+    }
+  }
+  double us = rc == COLLGEN_OK ? time_op(d, run_rr, &a) : -1;
+  if (rc != COLLGEN_OK)
+    printf("  residual_rmsnorm   FAILED: %s: %s\n", collgen_status_name(rc),
+           collgen_comm_last_error(d->comm));
+  else
+    printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d GPU(s): %s, "
+           "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
+           bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
+  for (int r = 0; r < d->n; ++r) {
+    collgen__dev_free(d->comm, r, a.x[r]);
+    collgen__dev_free(d->comm, r, a.res[r]);
+    collgen__dev_free(d->comm, r, a.normed[r]);
+    collgen__dev_free(d->comm, r, a.gamma[r]);
+    free((void *)host_x[r]);
+  }
+  free(res);
+  free(gamma);
+  free(want_r);
+  free(want_n);
+  free(got);
+  return rc != COLLGEN_OK || bad;
+}
+
 int cmd_demo(int argc, char **argv) {
   if (argc > 1) {
     if (cli_is_help(argv[1])) {
-      puts("usage: collgen demo\nRuns allreduce_sum and allgather_rmsnorm on all visible GPUs\n"
-           "(up to 8), checks them against the CPU reference and prints timings.\n"
+      puts("usage: collgen demo\nRuns every op on all visible GPUs (up to 8), checks them\n"
+           "against the CPU reference and prints timings.\n"
            "Without a GPU, compiles the demo kernels into the cache instead.");
       return 0;
     }
@@ -277,6 +369,7 @@ int cmd_demo(int argc, char **argv) {
   printf("collgen demo: %d GPU(s)\n", d.n);
   int failed = demo_allreduce(&d);
   failed |= demo_rmsnorm(&d);
+  failed |= demo_residual_rmsnorm(&d);
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_destroy(d.comm, r, d.streams[r]);
   collgen_comm_destroy(d.comm);
   printf("collgen demo: %s\n", failed ? "FAILED" : "all checks passed");

@@ -1,7 +1,7 @@
 /*
 ** cmd_pregen.c -- `collgen pregen`: compile every kernel the planner can
 ** pick for a matrix (archs x ops x dtypes x ngpus, every group size
-** dividing ngpus, for allgather_rmsnorm each cols) into a cache, so that a
+** dividing ngpus, for the RMSNorm ops each cols) into a cache, so that a
 ** deployment starts with zero NVRTC calls. The kernels come from the
 ** planner itself (collgen_plan_variants): any element or row count,
 ** aligned or not, in place or not, any grid cap. Each distinct kernel is
@@ -21,11 +21,11 @@
 static const char help[] =
     "usage: collgen pregen [options]\n"
     "  --arch LIST      archs, e.g. sm_80,sm_90 (sm_90)\n"
-    "  --ops LIST       allreduce_sum,allgather_rmsnorm (both)\n"
+    "  --ops LIST       ops, e.g. allreduce_sum,allgather_rmsnorm (all)\n"
     "  --dtypes LIST    bf16,f16,f32 (all)\n"
     "  --ngpus LIST     communicator sizes, each 1..8 (2,4,8); every group size\n"
     "                   dividing each is included\n"
-    "  --cols LIST      allgather_rmsnorm cols, each 1..2^31\n"
+    "  --cols LIST      cols of the RMSNorm ops, each 1..2^31\n"
     "                   (1024,2048,4096,5120,7168,8192,16384)\n"
     "  --cache-dir D    cache to fill (default cache location)\n"
     "  -j N             parallel compile processes, 1..256 (number of CPUs)\n"

@@ -23,12 +23,13 @@ static const char usage[] =
     "  pregen       compile a matrix of specs into a cache (offline)\n"
     "  cache        ls | verify | clear the on-disk cache\n"
     "  info         versions, GPUs and P2P matrix, cache location\n"
-    "  demo         run both ops on all GPUs and check them (the main job)\n"
+    "  demo         run every op on all GPUs and check them (the main job)\n"
     "  help [CMD]   this text, or the options of CMD\n"
     "\n"
-    "OP is allreduce_sum or allgather_rmsnorm. `collgen help CMD` or\n"
-    "`collgen CMD --help` for each command's options. Exit status: 0 success,\n"
-    "1 failure, 2 usage error. Environment: see docs/environment.md.\n";
+    "OP is an op of the catalog (`collgen gen --help` lists them). `collgen\n"
+    "help CMD` or `collgen CMD --help` for each command's options. Exit\n"
+    "status: 0 success, 1 failure, 2 usage error. Environment: see\n"
+    "docs/environment.md.\n";
 
 typedef int (*cmd_fn)(int, char **);
 static const struct {

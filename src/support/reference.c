@@ -73,6 +73,20 @@ double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
   return 1.0 / sqrt(ss / (double)cols + (double)eps);
 }
 
+/* normed = round(x * scale * (gamma + weight_offset)) for `rows` rows of
+** x (residual), in double. */
+static void norm_rows(collgen_dtype_t dtype, int64_t rows, int64_t cols, const void *residual,
+                      const void *gamma, float eps, float weight_offset, void *normed) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double scale = collgen__ref_rmsnorm_scale(dtype, residual, r, cols, eps);
+    for (int64_t c = 0; c < cols; ++c) {
+      double x = collgen__ref_load(dtype, residual, r * cols + c);
+      double w = (double)collgen__ref_load(dtype, gamma, c) + (double)weight_offset;
+      collgen__ref_store(dtype, normed, r * cols + c, (float)(x * scale * w));
+    }
+  }
+}
+
 void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
                                     const int64_t *rows, int64_t cols,
                                     const void *const *in, const void *gamma,
@@ -85,14 +99,22 @@ void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
            (size_t)(rows[g] * cols) * esize);
     row += rows[g];
   }
-  for (int64_t r = 0; r < row; ++r) {
-    double scale = collgen__ref_rmsnorm_scale(dtype, residual, r, cols, eps);
-    for (int64_t c = 0; c < cols; ++c) {
-      double x = collgen__ref_load(dtype, residual, r * cols + c);
-      double w = (double)collgen__ref_load(dtype, gamma, c) + (double)weight_offset;
-      collgen__ref_store(dtype, normed, r * cols + c, (float)(x * scale * w));
-    }
+  norm_rows(dtype, row, cols, residual, gamma, eps, weight_offset, normed);
+}
+
+void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, int64_t rows,
+                                             int64_t cols, const void *const *x,
+                                             const void *residual_in, const void *gamma,
+                                             float eps, float weight_offset, void *normed,
+                                             void *residual_out) {
+  elem_bytes(__func__, dtype);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    volatile float acc = collgen__ref_load(dtype, x[0], i); /* no excess precision */
+    for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, x[g], i);
+    acc = acc + collgen__ref_load(dtype, residual_in, i);
+    collgen__ref_store(dtype, residual_out, i, acc);
   }
+  norm_rows(dtype, rows, cols, residual_out, gamma, eps, weight_offset, normed);
 }
 
 int collgen__ref_close(collgen_dtype_t dtype, double got, double exact) {

@@ -1,5 +1,5 @@
 /*
-** reference.h -- CPU reference of both ops' math, for the tests, `collgen
+** reference.h -- CPU reference of every op's math, for the tests, `collgen
 ** demo` and collgen-bench (test support, not part of libcollgen). Every
 ** function aborts with a message on a dtype the catalog does not know.
 */
@@ -33,7 +33,19 @@ void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
                                     float eps, float weight_offset,
                                     void *normed, void *residual);
 
-/* 1 / sqrt(mean(x^2) + eps) of gathered row r, in double. */
+/* Per element i of the [rows, cols] tensors, with f32 sums rounded once:
+**   residual_out[i] = round(x[0][i] + ... + x[group-1][i] + residual_in[i])
+** added in exactly that order (the kernels' order, so it matches bit for
+** bit), then normed from the rounded residual_out as in
+** collgen__ref_allgather_rmsnorm (in double; the tests bound the kernels'
+** f32 error). residual_out may be residual_in (in place). */
+void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, int64_t rows,
+                                             int64_t cols, const void *const *x,
+                                             const void *residual_in, const void *gamma,
+                                             float eps, float weight_offset, void *normed,
+                                             void *residual_out);
+
+/* 1 / sqrt(mean(x^2) + eps) of row r of a [rows, cols] tensor, in double. */
 double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
                                   int64_t r, int64_t cols, float eps);
 /* 1 if `got` (as stored in dtype) is within the kernels' error bound of

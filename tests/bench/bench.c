@@ -2,11 +2,12 @@
 ** bench.c -- collgen-bench: collgen against NCCL in one process, same GPUs,
 ** same buffers.
 **
-** For allreduce_sum over sizes 1 KB .. 1 GB and allgather_rmsnorm over rows x
-** cols, it first checks collgen's result against the CPU reference (a wrong
-** answer fails the run), then times collgen and NCCL (ncclCommInitAll;
-** ncclAllReduce; ncclAllGather followed by a plain RMSNorm kernel), eager and
-** as CUDA-graph replay. Timing: CUDA events on every rank's stream around a
+** For allreduce_sum over sizes 1 KB .. 1 GB, allgather_rmsnorm and
+** allreduce_residual_rmsnorm (bench_residual.c) over rows x cols, it first
+** checks collgen's result against the CPU reference (a wrong answer fails
+** the run), then times collgen and NCCL (ncclCommInitAll; ncclAllReduce;
+** ncclAllGather followed by a plain RMSNorm kernel; ncclAllReduce followed
+** by a plain residual add + RMSNorm kernel), eager and as CUDA-graph replay. Timing: CUDA events on every rank's stream around a
 ** batch of back-to-back calls, the slowest rank's time divided by the batch,
 ** median of TRIALS batches after a warm-up. Inputs rotate through an arena
 ** (>= 128 MB per rank) so successive calls read different memory. busbw
@@ -17,68 +18,32 @@
 **                      [--dtype bf16|f16|f32] [--group-size G]
 */
 #define _GNU_SOURCE
+#include "bench.h"
+
 #include <math.h>
-#include <nccl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "bench_rmsnorm_ref.h"
-#include "devbuf.h"
 #include "nvrtc.h"
-#include "reference.h"
 
 #define TRIALS 15
-#define ARENA_MIN (128ull << 20)
-#define P2P_READ_GBS 372.0 /* SPEC section 4, measured on 2 x H200 */
 
-typedef struct {
-  collgen_comm_t *comm;
-  int n;
-  ncclComm_t nccl[8];
-  collgen_stream_t streams[8];
-  CUevent start[8], stop[8];
-  CUfunction rms_fn[8];
-  FILE *csv;
-  int quick;  /* only the sizes the benchmark issue quotes */
-  int tune;   /* grid-cap sweep: few sizes, no NCCL */
-  collgen_dtype_t dt;  /* element type of every op (--dtype) */
-  int group;           /* ranks per group (--group-size; 0 = all) */
-} bench_t;
+int group_of(const bench_t *b) { return b->group ? b->group : b->n; }
 
-/* Ranks per group, as the busbw formulas count them. */
-static int group_of(const bench_t *b) { return b->group ? b->group : b->n; }
+int esize_of(const bench_t *b) { return collgen__dtype_bytes(b->dt); }
 
-static int esize_of(const bench_t *b) { return collgen__dtype_bytes(b->dt); }
-
-static ncclDataType_t nccl_type(collgen_dtype_t dt) {
+ncclDataType_t nccl_type(collgen_dtype_t dt) {
   return dt == COLLGEN_DTYPE_BF16 ? ncclBfloat16 : dt == COLLGEN_DTYPE_F16 ? ncclFloat16 : ncclFloat32;
 }
 
-typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
-
-static void die(const char *what, const char *msg) {
+void die(const char *what, const char *msg) {
   fprintf(stderr, "collgen-bench: %s: %s\n", what, msg);
   exit(1);
 }
 
-#define CU(call)                                                                \
-  do {                                                                          \
-    CUresult r_ = (call);                                                       \
-    if (r_ != CUDA_SUCCESS) {                                                   \
-      const char *n_ = NULL;                                                    \
-      collgen__cu.cuGetErrorName(r_, &n_);                                      \
-      die(#call, n_ ? n_ : "?");                                                \
-    }                                                                           \
-  } while (0)
-#define NC(call)                                                                \
-  do {                                                                          \
-    ncclResult_t r_ = (call);                                                   \
-    if (r_ != ncclSuccess) die(#call, ncclGetErrorString(r_));                  \
-  } while (0)
-
-static void sync_all(bench_t *b) {
+void sync_all(bench_t *b) {
   int rc = collgen__dev_sync_all(b->comm, b->streams);
   if (rc != COLLGEN_OK) die("sync", collgen_comm_last_error(b->comm));
 }
@@ -88,9 +53,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Median per-call microseconds of `batch` calls; graph = replay a captured
-** batch. */
-static double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
+double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
   CUgraph g[8];
   CUgraphExec ge[8];
   if (graph) {
@@ -146,17 +109,15 @@ static double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int gra
   return t[TRIALS / 2];
 }
 
-static int batch_for(size_t bytes) {
+int batch_for(size_t bytes) {
   return bytes <= (1u << 20) ? 50 : bytes <= (64u << 20) ? 10 : 2;
 }
 
-/* One 128 MB pool of random values of the benchmark's dtype; uploads take
-** windows of it at rank-dependent, 16-byte aligned offsets (so elements stay
-** whole), so every byte timed is random and ranks differ. */
+/* One 128 MB pool of random values of the benchmark's dtype (see bench.h). */
 #define POOL_BYTES (64u << 20)
 static uint16_t *pool;
 
-static void upload_random(bench_t *b, int r, char *dst, size_t bytes) {
+void upload_random(bench_t *b, int r, char *dst, size_t bytes) {
   if (!pool) {
     uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     pool = malloc(2 * (size_t)POOL_BYTES);
@@ -273,7 +234,7 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
            algbw, busbw, ne, ng, ne / ce, ng / cg, ci);
     fflush(stdout);
     if (b->csv)
-      fprintf(b->csv, "allreduce_sum,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f\n",
+      fprintf(b->csv, "allreduce_sum,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f,\n",
               collgen__dtype_name(b->dt), b->n, g, bytes, ce, cg, ne, ng, algbw, busbw, nbus, ci);
   }
   for (int r = 0; r < b->n; ++r) {
@@ -324,15 +285,13 @@ static void launch_nccl_rms(bench_t *b, void *vp, int iter) {
   }
 }
 
-/* 1 when up to 64 rows spread over `got` (a rank's normed output) match the
-** RMSNorm of the gathered residual `ref_r` within the rounding model. */
-static int normed_rows_ok(const bench_t *b, const rms_arg *a, const void *got, const void *ref_r,
-                          const void *gamma, int64_t *bad_row) {
-  int64_t step = a->rows > 64 ? a->rows / 64 : 1;
-  for (int64_t row = 0; row < a->rows; row += step) {
-    double scale = collgen__ref_rmsnorm_scale(b->dt, ref_r, row, a->cols, 1e-6f);
-    for (int64_t c = 0; c < a->cols; ++c) {
-      int64_t i = row * a->cols + c;
+int normed_rows_ok(const bench_t *b, int64_t rows, int64_t cols, const void *got,
+                   const void *ref_r, const void *gamma, int64_t *bad_row) {
+  int64_t step = rows > 64 ? rows / 64 : 1;
+  for (int64_t row = 0; row < rows; row += step) {
+    double scale = collgen__ref_rmsnorm_scale(b->dt, ref_r, row, cols, 1e-6f);
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t i = row * cols + c;
       double exact = collgen__ref_load(b->dt, ref_r, i) * scale * (collgen__ref_load(b->dt, gamma, c) + 1.0);
       if (!collgen__ref_close(b->dt, collgen__ref_load(b->dt, got, i), exact)) {
         *bad_row = row;
@@ -376,7 +335,7 @@ static int rms_result_ok(bench_t *b, rms_arg *a, launch_fn fn, const char *who) 
       ok = 0;
     }
     collgen__dev_download(b->comm, r, got, a->normed[r], ob);
-    if (ok && !normed_rows_ok(b, a, got, ref_r, gamma, &bad_row)) {
+    if (ok && !normed_rows_ok(b, a->rows, a->cols, got, ref_r, gamma, &bad_row)) {
       fprintf(stderr, "collgen-bench: %s rmsnorm %lldx%lld: normed row %lld of rank %d wrong\n",
               who, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
       ok = 0;
@@ -451,7 +410,7 @@ static void bench_rmsnorm(bench_t *b) {
              100.0 * floor_us / cg);
       fflush(stdout);
       if (b->csv)
-        fprintf(b->csv, "allgather_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,\n",
+        fprintf(b->csv, "allgather_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,,\n",
                 collgen__dtype_name(b->dt), b->n, g, ob, (long long)a.rows, (long long)a.cols, ce,
                 cg, ne, ng, (double)ob / (cg * 1e3), (double)ob / (cg * 1e3) * (g - 1) / g,
                 (double)ob / (ng * 1e3) * (g - 1) / g);
@@ -471,9 +430,9 @@ static void bench_jit(collgen_dtype_t dt) {
   if (!mkdtemp(dir)) die("mkdtemp", "failed");
   printf("\nJIT path (per spec): cold = generate + NVRTC + write, disk = new generator reading "
          "the entry, memory = same generator again\n");
-  for (int op = 0; op < 2; ++op) {
+  for (int op = 0; op < collgen__op_count(); ++op) {
     collgen_shape_t s;
-    collgen_shape_init(&s, (collgen_op_t)op);
+    collgen_shape_init(&s, collgen__op_at(op)->op);
     s.dtype = dt;
     s.cols = 8192;
     collgen_generator_t *g1, *g2;
@@ -607,13 +566,14 @@ int main(int argc, char **argv) {
     CU(collgen__cu.cuEventCreate(&b.stop[r], CU_EVENT_DEFAULT));
     CU(collgen__cu.cuModuleLoadData(&m, rms.cubin));
     CU(collgen__cu.cuModuleGetFunction(&b.rms_fn[r], m, BENCH_RMSNORM_KERNEL));
+    CU(collgen__cu.cuModuleGetFunction(&b.add_rms_fn[r], m, BENCH_ADD_RMSNORM_KERNEL));
   }
   if (csv) {
     b.csv = fopen(csv, "w");
     if (!b.csv) die("csv", csv);
     fprintf(b.csv, "op,dtype,ngpus,group,bytes,rows,cols,collgen_eager_us,collgen_graph_us,nccl_eager_us,"
                    "nccl_graph_us,algbw_graph_GBs,busbw_graph_GBs,nccl_busbw_graph_GBs,"
-                   "collgen_inplace_graph_us\n");
+                   "collgen_inplace_graph_us,collgen_unfused_graph_us\n");
   }
   int nver = 0;
   ncclGetVersion(&nver);
@@ -640,6 +600,7 @@ int main(int argc, char **argv) {
     bench_host_overhead(&b);
     bench_allreduce(&b, max_bytes);
     bench_rmsnorm(&b);
+    bench_residual_rmsnorm(&b);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

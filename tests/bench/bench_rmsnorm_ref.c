@@ -1,8 +1,10 @@
 /*
-** bench_rmsnorm_ref.c -- a plain, reasonably fast RMSNorm kernel for bf16,
+** bench_rmsnorm_ref.c -- plain, reasonably fast RMSNorm kernels for bf16,
 ** f16 and f32: one block of 1024 threads per row, 16-byte loads, f32 math,
-** the same formula as collgen. It is the second half of the "NCCL all-gather
-** + RMSNorm" baseline. The element type is chosen by prepending
+** the same formula as collgen. plain_rmsnorm is the second half of the
+** "NCCL all-gather + RMSNorm" baseline; plain_add_rmsnorm (residual add,
+** then RMSNorm) the second half of the "NCCL all-reduce + residual +
+** RMSNorm" and "collgen_allreduce_sum + residual + RMSNorm" baselines. The element type is chosen by prepending
 ** "#define PLAIN_DTYPE n" (0 bf16, 1 f16, 2 f32); cols must be a multiple of
 ** 16 bytes' worth of elements (the benchmark's cols all are).
 */
@@ -39,10 +41,19 @@ static const char body[] =
     "#define VEC (16 / sizeof(elem))\n"
     "union vec { uint4 u; elem e[VEC]; };\n"
     "\n"
+    "__device__ float block_sum(float v) {\n"
+    "  __shared__ float partial[32];\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;\n"
+    "  __syncthreads();\n"
+    "  float tot = 0.f;\n"
+    "  for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += partial[i];\n"
+    "  return tot;\n"
+    "}\n"
+    "\n"
     "extern \"C\" __global__ void __launch_bounds__(1024)\n"
     "plain_rmsnorm(const uint4 *x, const uint4 *gamma, uint4 *y, unsigned long long cols,\n"
     "              float eps, float offset) {\n"
-    "  __shared__ float partial[32];\n"
     "  const unsigned long long nv = cols / VEC, row = blockIdx.x;\n"
     "  const uint4 *xr = x + row * nv;\n"
     "  uint4 *yr = y + row * nv;\n"
@@ -52,12 +63,7 @@ static const char body[] =
     "    v.u = xr[c];\n"
     "    for (int k = 0; k < (int)VEC; ++k) ss += to_f32(v.e[k]) * to_f32(v.e[k]);\n"
     "  }\n"
-    "  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);\n"
-    "  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;\n"
-    "  __syncthreads();\n"
-    "  float tot = 0.f;\n"
-    "  for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += partial[i];\n"
-    "  const float scale = rsqrtf(tot / (float)cols + eps);\n"
+    "  const float scale = rsqrtf(block_sum(ss) / (float)cols + eps);\n"
     "  for (unsigned long long c = threadIdx.x; c < nv; c += blockDim.x) {\n"
     "    vec v, g, o;\n"
     "    v.u = xr[c];\n"
@@ -65,6 +71,35 @@ static const char body[] =
     "    for (int k = 0; k < (int)VEC; ++k)\n"
     "      o.e[k] = from_f32(to_f32(v.e[k]) * scale * (to_f32(g.e[k]) + offset));\n"
     "    yr[c] = o.u;\n"
+    "  }\n"
+    "}\n"
+    "\n"
+    "// residual_out = round(s + residual_in); y = RMSNorm of residual_out as rounded.\n"
+    "// residual_out may be residual_in: each thread reads a vector before writing it,\n"
+    "// and pass 2 re-reads only the vectors the same thread wrote.\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024)\n"
+    "plain_add_rmsnorm(const uint4 *s, const uint4 *res_in, const uint4 *gamma, uint4 *res_out,\n"
+    "                  uint4 *y, unsigned long long cols, float eps, float offset) {\n"
+    "  const unsigned long long nv = cols / VEC, base = blockIdx.x * nv;\n"
+    "  float ss = 0.f;\n"
+    "  for (unsigned long long c = threadIdx.x; c < nv; c += blockDim.x) {\n"
+    "    vec a, r, o;\n"
+    "    a.u = s[base + c];\n"
+    "    r.u = res_in[base + c];\n"
+    "    for (int k = 0; k < (int)VEC; ++k) {\n"
+    "      o.e[k] = from_f32(to_f32(a.e[k]) + to_f32(r.e[k]));\n"
+    "      ss += to_f32(o.e[k]) * to_f32(o.e[k]);\n"
+    "    }\n"
+    "    res_out[base + c] = o.u;\n"
+    "  }\n"
+    "  const float scale = rsqrtf(block_sum(ss) / (float)cols + eps);\n"
+    "  for (unsigned long long c = threadIdx.x; c < nv; c += blockDim.x) {\n"
+    "    vec v, g, o;\n"
+    "    v.u = res_out[base + c];\n"
+    "    g.u = gamma[c];\n"
+    "    for (int k = 0; k < (int)VEC; ++k)\n"
+    "      o.e[k] = from_f32(to_f32(v.e[k]) * scale * (to_f32(g.e[k]) + offset));\n"
+    "    y[base + c] = o.u;\n"
     "  }\n"
     "}\n";
 

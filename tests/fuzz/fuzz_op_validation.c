@@ -50,7 +50,7 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
-  int op = (int)(take(&p, end, 1) % 2);
+  int op = (int)(take(&p, end, 1) % 3);
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -65,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     shapes[r] = (take(&p, end, 1) == 255) ? NULL : dims[r];
   }
-  void *ptr[4][RANKS];
-  for (int k = 0; k < 4; ++k)
+  void *ptr[5][RANKS];
+  for (int k = 0; k < 5; ++k)
     for (int r = 0; r < RANKS; ++r) {
       /* small offsets into one "arena" address make overlaps likely */
       uint64_t sel = take(&p, end, 1);
@@ -83,10 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (op == 0)
     rc = collgen_allreduce_sum(comm, dtype, trank, shapes, (const void *const *)ptr[0],
                                ptr[1], group, streams);
-  else
+  else if (op == 1)
     rc = collgen_allgather_rmsnorm(comm, dtype, trank, shapes, (const void *const *)ptr[0],
                                    ptr[1], ptr[2], (const void *const *)ptr[3], eps, wo, group,
                                    streams);
+  else
+    rc = collgen_allreduce_residual_rmsnorm(comm, dtype, trank, shapes,
+                                            (const void *const *)ptr[0],
+                                            (const void *const *)ptr[1], ptr[2], ptr[3],
+                                            (const void *const *)ptr[4], eps, wo, group, streams);
   if (strcmp(collgen_status_name(rc), "COLLGEN_ERR_UNKNOWN") == 0) abort();
   if (rc != COLLGEN_OK && !collgen_comm_last_error(comm)[0]) abort();
   if (stats->launches || stats->copies) abort();

@@ -32,13 +32,14 @@
 // Launch parameters, passed by value (host: collgen__kparams).
 struct collgen_kparams {
   const void *in[COLLGEN_MAX_DEVICES];                    // per-rank inputs / row shards (P2P pointers)
-  void *out[COLLGEN_MAX_DEVICES];                         // allreduce: every rank's output
+  void *out[COLLGEN_MAX_DEVICES];                         // allreduce: every rank's output; allreduce_residual_rmsnorm: residual_out
   void *signal[COLLGEN_MAX_DEVICES];                      // per-rank signal buffers
-  void *normed;                                           // allgather_rmsnorm: this rank's normed output
+  void *normed;                                           // rmsnorm ops: this rank's normed output
   void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
-  const void *gamma;                                      // allgather_rmsnorm: this rank's gamma[cols]
+  const void *gamma;                                      // rmsnorm ops: this rank's gamma[cols]
+  const void *residual_in;                                // allreduce_residual_rmsnorm: this rank's residual_in
   unsigned int *error;                                    // this rank's error record (host-mapped)
-  unsigned long long count;                               // allreduce: elements; rmsnorm: gathered rows
+  unsigned long long count;                               // allreduce: elements; rmsnorm ops: (gathered) rows
   unsigned long long row_start[COLLGEN_MAX_DEVICES + 1];  // rmsnorm: first gathered row of each rank
   unsigned long long timeout_ns;                          // bound on every barrier wait
   float eps;                                              // rmsnorm epsilon
@@ -52,15 +53,16 @@ COLLGEN_ABI_CHECK(collgen_kparams, signal, 128, 64);
 COLLGEN_ABI_CHECK(collgen_kparams, normed, 192, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, residual, 200, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, gamma, 208, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, error, 216, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, count, 224, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, row_start, 232, 72);
-COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 304, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, eps, 312, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 316, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, rank, 320, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, group_base, 324, 4);
-static_assert(sizeof(collgen_kparams) == 328 &&
+COLLGEN_ABI_CHECK(collgen_kparams, residual_in, 216, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, error, 224, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, count, 232, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, row_start, 240, 72);
+COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 312, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, eps, 320, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 324, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, rank, 328, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, group_base, 332, 4);
+static_assert(sizeof(collgen_kparams) == 336 &&
                   alignof(collgen_kparams) == 8,
               "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
 

@@ -1,0 +1,239 @@
+/*
+** bench_residual.c -- collgen-bench's allreduce_residual_rmsnorm section:
+** the fused op against two unfused baselines on the same buffers, NCCL's
+** all-reduce and collgen_allreduce_sum, each followed by the plain residual
+** add + RMSNorm kernel (bench_rmsnorm_ref.c). Every call is in place
+** (residual_out is residual_in, as in a decoder); x rotates through an
+** arena. Each path is checked against the CPU reference before it is timed:
+** the fused op bit for bit on residual_out, the baselines within their own
+** rounding (they round the sum once more), normed within the rounding
+** model; a wrong fused result fails the run, a wrong baseline is reported
+** and left out (nan). busbw counts x as an all-reduce: algbw * 2(n-1)/n.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "bench_rmsnorm_ref.h"
+
+typedef struct {
+  int64_t rows, cols, shape[2];
+  char *x[8];          /* nslots slots of x per rank */
+  size_t slot;
+  int nslots;
+  void *res[8], *normed[8], *gamma[8];
+  void *sum[8];        /* the unfused paths' all-reduce output */
+} rr_arg;
+
+static const void *x_of(const rr_arg *a, int r, int iter) {
+  return a->x[r] + (size_t)(iter % a->nslots) * a->slot;
+}
+
+/* Every rank's x of call `iter` and its shape. */
+static void call_args(const bench_t *b, const rr_arg *a, int iter, const void **x,
+                      const int64_t **shapes) {
+  for (int r = 0; r < b->n; ++r) {
+    x[r] = x_of(a, r, iter);
+    shapes[r] = a->shape;
+  }
+}
+
+static void launch_fused(bench_t *b, void *vp, int iter) {
+  rr_arg *a = vp;
+  const void *x[8];
+  const int64_t *shapes[8];
+  call_args(b, a, iter, x, shapes);
+  int rc = collgen_allreduce_residual_rmsnorm(b->comm, b->dt, 2, shapes, x,
+                                              (const void *const *)a->res, a->normed, a->res,
+                                              (const void *const *)a->gamma, 1e-6f, 1.0f,
+                                              b->group, b->streams);
+  if (rc != COLLGEN_OK) die("collgen_allreduce_residual_rmsnorm", collgen_comm_last_error(b->comm));
+}
+
+/* The plain residual add + RMSNorm on every rank, after an all-reduce into sum. */
+static void launch_plain(bench_t *b, rr_arg *a) {
+  for (int r = 0; r < b->n; ++r) {
+    unsigned long long cols = (unsigned long long)a->cols;
+    float eps = 1e-6f, offset = 1.0f;
+    void *args[] = {&a->sum[r], &a->res[r], &a->gamma[r], &a->res[r], &a->normed[r], &cols, &eps,
+                    &offset};
+    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+    CU(collgen__cu.cuLaunchKernel(b->add_rms_fn[r], (unsigned)a->rows, 1, 1,
+                                  BENCH_RMSNORM_BLOCK, 1, 1, 0, (CUstream)b->streams[r], args,
+                                  NULL));
+  }
+}
+
+static void launch_nccl(bench_t *b, void *vp, int iter) {
+  rr_arg *a = vp;
+  NC(ncclGroupStart());
+  for (int r = 0; r < b->n; ++r)
+    NC(ncclAllReduce(x_of(a, r, iter), a->sum[r], (size_t)(a->rows * a->cols), nccl_type(b->dt),
+                     ncclSum, b->nccl[r], (cudaStream_t)b->streams[r]));
+  NC(ncclGroupEnd());
+  launch_plain(b, a);
+}
+
+static void launch_unfused(bench_t *b, void *vp, int iter) {
+  rr_arg *a = vp;
+  const void *x[8];
+  const int64_t *shapes[8];
+  call_args(b, a, iter, x, shapes);
+  int rc = collgen_allreduce_sum(b->comm, b->dt, 2, shapes, x, a->sum, b->group, b->streams);
+  if (rc != COLLGEN_OK) die("collgen_allreduce_sum", collgen_comm_last_error(b->comm));
+  launch_plain(b, a);
+}
+
+/* Largest distance allowed between a baseline's residual_out and the
+** reference's: the baselines round the sum (up to one rounding per rank
+** with NCCL's ring) before adding the residual, each at most an ulp of a
+** value below 2(G+1) (inputs are in [-1, 1]). */
+static double baseline_tolerance(const bench_t *b) {
+  const int g = group_of(b);
+  const int bits = b->dt == COLLGEN_DTYPE_F32 ? 23 : b->dt == COLLGEN_DTYPE_F16 ? 10 : 7;
+  return (g + 1) * ldexp(1.0, ilogb(2.0 * (g + 1)) - bits);
+}
+
+/* Runs `fn` once on fresh residuals with poisoned normed outputs (x is the
+** arena's slot 0) and checks every rank; 1 when right, else 0 with a
+** message naming the rank. `exact`: residual_out must equal the
+** reference bit for bit (the fused op), else be within baseline_tolerance. */
+static int result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact) {
+  const int g = group_of(b);
+  const int64_t n = a->rows * a->cols;
+  const size_t esz = (size_t)esize_of(b), bytes = (size_t)n * esz, gb = (size_t)a->cols * esz;
+  void *hx[8], *hres = malloc(bytes), *gamma = malloc(gb), *want_r = malloc(bytes);
+  void *want_n = malloc(bytes), *got = malloc(bytes);
+  if (!hres || !gamma || !want_r || !want_n || !got) die("check", "out of memory");
+  uint64_t seed = 0x5eedull + (uint64_t)getpid();
+  collgen__ref_fill_random(b->dt, hres, n, &seed); /* one residual stream on every rank */
+  collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb); /* every rank has the same gamma */
+  for (int r = 0; r < b->n; ++r) {
+    hx[r] = malloc(bytes + 1);
+    collgen__dev_download(b->comm, r, hx[r], x_of(a, r, 0), bytes);
+    collgen__dev_upload(b->comm, r, a->res[r], hres, bytes);
+    collgen__dev_fill(b->comm, r, a->normed[r], 0xff, bytes);
+  }
+  fn(b, a, 0);
+  sync_all(b);
+  int ok = 1;
+  for (int r = 0; r < b->n && ok; ++r) {
+    const int base = r - r % g;
+    int64_t bad_row = -1;
+    collgen__ref_allreduce_residual_rmsnorm(b->dt, g, a->rows, a->cols,
+                                            (const void *const *)&hx[base], hres, gamma, 1e-6f,
+                                            1.0f, want_n, want_r);
+    collgen__dev_download(b->comm, r, got, a->res[r], bytes);
+    for (int64_t i = 0; ok && i < n; ++i) {
+      double d = fabs((double)collgen__ref_load(b->dt, got, i) - collgen__ref_load(b->dt, want_r, i));
+      if (exact ? memcmp((char *)got + i * (int64_t)esz, (char *)want_r + i * (int64_t)esz, esz) != 0
+                : !(d <= baseline_tolerance(b))) {
+        fprintf(stderr, "collgen-bench: %s residual_rmsnorm %lldx%lld: residual_out of rank %d "
+                "element %lld is %g, the reference %g\n", who, (long long)a->rows,
+                (long long)a->cols, r, (long long)i, collgen__ref_load(b->dt, got, i),
+                collgen__ref_load(b->dt, want_r, i));
+        ok = 0;
+      }
+    }
+    /* normed is checked against the RMSNorm of the rank's own residual_out */
+    void *normed = want_n;
+    collgen__dev_download(b->comm, r, normed, a->normed[r], bytes);
+    if (ok && !normed_rows_ok(b, a->rows, a->cols, normed, got, gamma, &bad_row)) {
+      fprintf(stderr, "collgen-bench: %s residual_rmsnorm %lldx%lld: normed row %lld of rank %d "
+              "wrong\n", who, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
+      ok = 0;
+    }
+  }
+  for (int r = 0; r < b->n; ++r) free(hx[r]);
+  free(hres);
+  free(gamma);
+  free(want_r);
+  free(want_n);
+  free(got);
+  return ok;
+}
+
+static void alloc_arg(bench_t *b, rr_arg *a, uint64_t *seed) {
+  const size_t esz = (size_t)esize_of(b), bytes = (size_t)(a->rows * a->cols) * esz;
+  const size_t gb = (size_t)a->cols * esz;
+  a->shape[0] = a->rows;
+  a->shape[1] = a->cols;
+  a->slot = (bytes + 4095) & ~(size_t)4095;
+  a->nslots = (int)(ARENA_MIN / a->slot);
+  if (a->nslots < 2) a->nslots = 2;
+  if (a->nslots > 1024) a->nslots = 1024;
+  const size_t arena = a->slot * (size_t)a->nslots;
+  void *h = malloc(gb);
+  if (!h) die("alloc", "out of memory");
+  collgen__ref_fill_random(b->dt, h, a->cols, seed);
+  for (int r = 0; r < b->n; ++r) {
+    if (collgen__dev_alloc(b->comm, r, arena, (void **)&a->x[r]) ||
+        collgen__dev_alloc(b->comm, r, bytes, &a->res[r]) ||
+        collgen__dev_alloc(b->comm, r, bytes, &a->normed[r]) ||
+        collgen__dev_alloc(b->comm, r, bytes, &a->sum[r]) ||
+        collgen__dev_alloc(b->comm, r, gb, &a->gamma[r]))
+      die("alloc", collgen_comm_last_error(b->comm));
+    upload_random(b, r, a->x[r], arena);
+    collgen__dev_upload(b->comm, r, a->gamma[r], h, gb);
+  }
+  free(h);
+}
+
+static void free_arg(bench_t *b, rr_arg *a) {
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_free(b->comm, r, a->x[r]);
+    collgen__dev_free(b->comm, r, a->res[r]);
+    collgen__dev_free(b->comm, r, a->normed[r]);
+    collgen__dev_free(b->comm, r, a->sum[r]);
+    collgen__dev_free(b->comm, r, a->gamma[r]);
+  }
+}
+
+void bench_residual_rmsnorm(bench_t *b) {
+  static const int64_t rows_list[] = {1, 8, 32, 128, 1024, 8192};
+  static const int64_t cols_list[] = {4096, 8192};
+  const int g = group_of(b);
+  const size_t esz = (size_t)esize_of(b);
+  printf("\nallreduce_residual_rmsnorm %s, %d GPUs, groups of %d, in place (nccl = ncclAllReduce "
+         "+ plain add+RMSNorm kernel; unfused = collgen_allreduce_sum + the same kernel; "
+         "x_* = their time / fused time)\n", collgen__dtype_name(b->dt), b->n, g);
+  printf("%6s %6s %10s %10s %10s %10s %10s %10s %8s %8s %8s\n", "rows", "cols", "eager", "graph",
+         "nccl_eag", "nccl_gr", "unf_eag", "unf_gr", "x_nccl", "x_unf", "busbw");
+  uint64_t seed = 0x7e57ull + (uint64_t)getpid();
+  for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ++ri)
+    for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ++ci) {
+      rr_arg a;
+      memset(&a, 0, sizeof a);
+      a.rows = rows_list[ri];
+      a.cols = cols_list[ci];
+      if (b->quick && !((a.rows == 8 || a.rows == 128 || a.rows == 8192) && a.cols == 8192))
+        continue;
+      alloc_arg(b, &a, &seed);
+      if (!result_ok(b, &a, launch_fused, "collgen", 1)) exit(1);
+      /* the baselines are checked too: a wrong one is reported, not timed */
+      int nccl_ok = result_ok(b, &a, launch_nccl, "baseline (NCCL + plain)", 0);
+      int unfused_ok = result_ok(b, &a, launch_unfused, "baseline (collgen allreduce + plain)", 0);
+      if (!nccl_ok || !unfused_ok)
+        fprintf(stderr, "collgen-bench: a baseline is wrong; its times are left out (nan)\n");
+      const size_t bytes = (size_t)(a.rows * a.cols) * esz;
+      const int batch = batch_for(bytes);
+      double ce = time_calls(b, launch_fused, &a, batch, 0);
+      double cg = time_calls(b, launch_fused, &a, batch, 1);
+      double ne = nccl_ok ? time_calls(b, launch_nccl, &a, batch, 0) : NAN;
+      double ng = nccl_ok ? time_calls(b, launch_nccl, &a, batch, 1) : NAN;
+      double ue = unfused_ok ? time_calls(b, launch_unfused, &a, batch, 0) : NAN;
+      double ug = unfused_ok ? time_calls(b, launch_unfused, &a, batch, 1) : NAN;
+      double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (g - 1) / g;
+      printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f %8.2f %8.1f\n",
+             (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, ue, ug, ng / cg, ug / cg, busbw);
+      fflush(stdout);
+      if (b->csv)
+        fprintf(b->csv, "allreduce_residual_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,"
+                "%.2f,%.2f,%.2f,,%.3f\n", collgen__dtype_name(b->dt), b->n, g, bytes,
+                (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, algbw, busbw,
+                (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g, ug);
+      free_arg(b, &a);
+    }
+}
