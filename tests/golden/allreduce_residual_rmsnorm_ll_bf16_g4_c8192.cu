@@ -18,9 +18,10 @@
 // src/device_abi.h (catalog.abi). The host builds the same structs from it;
 // the static_asserts below each struct fail compilation if any field's
 // offset or size differs from the host's.
-#define COLLGEN_MAX_DEVICES 8   // ranks per communicator: per-rank slots
-#define COLLGEN_MAX_BLOCKS 256  // blocks per launch: per-block signal slots
-#define COLLGEN_LL_LINES 32768  // 16-byte LL lines per (bank, sender)
+#define COLLGEN_MAX_DEVICES 8          // ranks per communicator: per-rank slots
+#define COLLGEN_MAX_BLOCKS 256         // blocks per launch: per-block signal slots
+#define COLLGEN_LL_LINES 32768         // 16-byte LL lines per (bank, sender)
+#define COLLGEN_ABORT_MARK 4294967295  // a signal word after collgen_comm_abort (never a count)
 
 // offsetof as a constant expression: NVRTC has neither <cstddef> nor
 // __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
@@ -133,6 +134,14 @@ __device__ __forceinline__ vec_t pack(const float *f) {
 // Every wait is bounded by %globaltimer: past timeout_ns the thread records
 // {1, rank, peer, block} in the rank's host-mapped error record and the
 // kernel returns without touching outputs further.
+//
+// Abort (collgen_comm_abort): the host overwrites, by DMA, first the count
+// words of every rank's buffer (barrier counters and flags, LL epochs),
+// then every byte of every buffer, with 0xFF. A kernel that reads
+// ABORT_MARK where it expects a count signals nothing real; a wait in
+// progress reads ABORT_MARK in the word it polls and stops. That costs one
+// compare with a constant where a value is already loaded: no abort word is
+// polled. Counters and epochs skip ABORT_MARK, so no live count equals it.
 
 // One rank's signal buffer (host: collgen__signal, rendered from
 // src/device_abi.h like collgen_kparams in common.cuh.tpl). The LL fields
@@ -142,7 +151,8 @@ struct collgen_signal {
   unsigned int peer_flag[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];  // [barrier % 2][block][peer]: written by peers
   unsigned int ll_epoch[COLLGEN_MAX_DEVICES];                          // LL: calls shared with each peer
   unsigned int ll_done;                                                // LL: blocks of the running call that finished
-  unsigned int ll_pad[7];                                              // pads the LL header to 64 bytes
+  unsigned int abort_flag;                                             // nonzero: collgen_comm_abort ran (read by hosts)
+  unsigned int ll_pad[6];                                              // pads the header to 64 bytes
   unsigned int ll_token[2][COLLGEN_MAX_BLOCKS][COLLGEN_MAX_DEVICES];   // LL: [epoch % 2][block][sender]
   uint4 ll_lines[2][COLLGEN_MAX_DEVICES][COLLGEN_LL_LINES];            // LL: [epoch % 2][sender][line]
 };
@@ -150,12 +160,23 @@ COLLGEN_ABI_CHECK(collgen_signal, counter, 0, 8192);
 COLLGEN_ABI_CHECK(collgen_signal, peer_flag, 8192, 16384);
 COLLGEN_ABI_CHECK(collgen_signal, ll_epoch, 24576, 32);
 COLLGEN_ABI_CHECK(collgen_signal, ll_done, 24608, 4);
-COLLGEN_ABI_CHECK(collgen_signal, ll_pad, 24612, 28);
+COLLGEN_ABI_CHECK(collgen_signal, abort_flag, 24612, 4);
+COLLGEN_ABI_CHECK(collgen_signal, ll_pad, 24616, 24);
 COLLGEN_ABI_CHECK(collgen_signal, ll_token, 24640, 16384);
 COLLGEN_ABI_CHECK(collgen_signal, ll_lines, 41024, 8388608);
 static_assert(sizeof(collgen_signal) == 8429632 &&
                   alignof(collgen_signal) == 16,
               "collgen_signal: size or alignment differs from the host's (src/device_abi.h)");
+
+// Every signal word reads this after an abort (host: COLLGEN_ABORT_MARK).
+#define ABORT_MARK ((unsigned int)COLLGEN_ABORT_MARK)
+
+// The next value of a barrier counter or LL epoch: ABORT_MARK is skipped
+// (to 1, which has the same parity, so banks still alternate).
+__device__ __forceinline__ unsigned int next_count(unsigned int c) {
+  const unsigned int v = c + 1u;
+  return v == ABORT_MARK ? 1u : v;
+}
 
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;
@@ -184,17 +205,20 @@ __device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
   e[0] = 1u;
 }
 
-// Set once per block when a wait expired; the kernel then stops.
-__shared__ int block_timed_out;
+// Set once per block when the kernel must stop: a wait expired, or the
+// communicator was aborted.
+__shared__ int block_stopped;
 
-// Must run first in every kernel (before group_barrier's __syncthreads).
+// Must run first in every kernel (before group_barrier's barrier, or the
+// LL kernels' __syncthreads, which order it before any wait sets the flag).
 __device__ __forceinline__ void barrier_prologue() {
-  if (threadIdx.x == 0) block_timed_out = 0;
+  if (threadIdx.x == 0) block_stopped = 0;
 }
 
 // Synchronizes block blockIdx.x with the same block on every rank of the
 // group. Writes of this block before the call are visible to the peers'
-// blocks after theirs. Returns false (for the whole block) on timeout.
+// blocks after theirs. Returns false (for the whole block) on timeout or
+// abort.
 __device__ bool group_barrier(const collgen_kparams &p) {
   __syncthreads();  // this block's earlier writes precede the release below
   if (threadIdx.x < GROUP) {
@@ -203,21 +227,31 @@ __device__ bool group_barrier(const collgen_kparams &p) {
     const unsigned int my_id = p.group_base + p.rank;
     collgen_signal *mine = (collgen_signal *)p.signal[p.rank];
     collgen_signal *theirs = (collgen_signal *)p.signal[peer];
-    const unsigned int v = mine->counter[blockIdx.x][peer_id] + 1u;
-    mine->counter[blockIdx.x][peer_id] = v;
-    store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
-    const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
-    const unsigned long long start = globaltimer_ns();
-    while (load_acquire_sys(slot) != v) {
-      if (globaltimer_ns() - start > p.timeout_ns) {
-        record_timeout(p, peer);
-        block_timed_out = 1;
-        break;
+    const unsigned int c = mine->counter[blockIdx.x][peer_id];
+    if (c == ABORT_MARK) {  // aborted: signal nothing, stop the block
+      block_stopped = 1;
+    } else {
+      const unsigned int v = next_count(c);
+      mine->counter[blockIdx.x][peer_id] = v;
+      store_release_sys(&theirs->peer_flag[v & 1u][blockIdx.x][my_id], v);
+      const unsigned int *slot = &mine->peer_flag[v & 1u][blockIdx.x][peer_id];
+      const unsigned long long start = globaltimer_ns();
+      unsigned int seen;
+      while ((seen = load_acquire_sys(slot)) != v) {
+        if (seen == ABORT_MARK) {
+          block_stopped = 1;
+          break;
+        }
+        if (globaltimer_ns() - start > p.timeout_ns) {
+          record_timeout(p, peer);
+          block_stopped = 1;
+          break;
+        }
       }
     }
   }
   __syncthreads();
-  return block_timed_out == 0;
+  return block_stopped == 0;
 }
 
 // ---- LL lines (barrier-free push for small messages) ----
@@ -247,16 +281,25 @@ __device__ __forceinline__ uint4 load_line(const uint4 *src) {
 }
 
 // Waits (bounded) until `slot` holds a line of epoch `e` from group rank
-// `peer`; returns false after recording a timeout.
+// `peer`; returns false after recording a timeout, or on an abort (either
+// half of the line reads ABORT_MARK).
 __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
                                              unsigned int e, unsigned int peer, uint4 *out) {
+  if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+    block_stopped = 1;
+    return false;
+  }
   uint4 v = load_line(slot);
   if (v.y != e || v.w != e) {
     const unsigned long long start = globaltimer_ns();
     do {
+      if (v.y == ABORT_MARK || v.w == ABORT_MARK) {
+        block_stopped = 1;
+        return false;
+      }
       if (globaltimer_ns() - start > p.timeout_ns) {
         record_timeout(p, peer);
-        block_timed_out = 1;
+        block_stopped = 1;
         return false;
       }
       v = load_line(slot);
@@ -266,11 +309,23 @@ __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uin
   return true;
 }
 
-// Epochs of this call, per group rank (read by every block at kernel start).
+// Epochs of this call, per group rank (read by every thread at kernel
+// start). After an abort a thread that reads ABORT_MARK in any epoch uses
+// ABORT_MARK for all of them: its pushes then carry the mark (which only
+// stops a peer's wait, as the host's fill does) and its waits stop at once.
+// Every lane of a warp reads the same words, so a warp decides as one.
 __device__ __forceinline__ void ll_begin(const collgen_kparams &p, const collgen_signal *mine,
                                          unsigned int *epoch) {
+  bool aborted = false;
 #pragma unroll
-  for (int g = 0; g < GROUP; ++g) epoch[g] = mine->ll_epoch[p.group_base + g] + 1u;
+  for (int g = 0; g < GROUP; ++g) {
+    const unsigned int last = mine->ll_epoch[p.group_base + g];
+    aborted |= last == ABORT_MARK;
+    epoch[g] = next_count(last);
+  }
+#pragma unroll
+  for (int g = 0; g < GROUP; ++g)
+    if (aborted) epoch[g] = ABORT_MARK;
 }
 
 // epoch[i] for a run-time group rank i. Only constant indices are read, so
@@ -302,18 +357,27 @@ __device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen
                                                const unsigned int *epoch) {
   if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
     const unsigned int e = epoch_of(epoch, threadIdx.x);
-    volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
-    const unsigned long long start = globaltimer_ns();
-    while (*slot != e) {
-      if (globaltimer_ns() - start > p.timeout_ns) {
-        record_timeout(p, threadIdx.x);
-        block_timed_out = 1;
-        break;
+    if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+      block_stopped = 1;
+    } else {
+      volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
+      const unsigned long long start = globaltimer_ns();
+      unsigned int seen;
+      while ((seen = *slot) != e) {
+        if (seen == ABORT_MARK) {
+          block_stopped = 1;
+          break;
+        }
+        if (globaltimer_ns() - start > p.timeout_ns) {
+          record_timeout(p, threadIdx.x);
+          block_stopped = 1;
+          break;
+        }
       }
     }
   }
   __syncthreads();
-  return block_timed_out == 0;
+  return block_stopped == 0;
 }
 
 // The last block to finish stores the new epochs; the next kernel on this
