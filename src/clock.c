@@ -11,3 +11,9 @@ double collgen__now_ms(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
+
+int collgen__ms_left(double deadline) {
+  double left = deadline - collgen__now_ms();
+  if (left <= 0) return 0;
+  return left >= 1e9 ? 1000000000 : (int)left + 1;
+}

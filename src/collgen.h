@@ -72,7 +72,8 @@ extern "C" {
   XX(TIMEOUT, -12, "a peer never arrived at a barrier")                        \
   XX(UNSUPPORTED, -13, "unsupported configuration")                            \
   XX(ALIGNMENT, -14, "pointer not aligned to the element size")              \
-  XX(ABORTED, -15, "the communicator was aborted")
+  XX(ABORTED, -15, "the communicator was aborted")                            \
+  XX(PEER, -16, "a peer process left, was refused or broke the protocol")
 
 typedef enum {
 #define COLLGEN_ENUM_ENTRY(name, value, desc) COLLGEN_ERR_##name = value,
@@ -418,6 +419,53 @@ COLLGEN_API int collgen_allreduce_residual_rmsnorm(collgen_comm_t *comm, collgen
                                                    const void *const *gammas, float eps,
                                                    float weight_offset, int group_size,
                                                    const collgen_stream_t *streams);
+
+/* ---- One process per GPU: the unique id ------------------------------ */
+
+/* Bytes of a unique id, and characters of its text form (lower-case hex,
+** without the terminating NUL). */
+#define COLLGEN_UNIQUE_ID_BYTES 128
+#define COLLGEN_UNIQUE_ID_TEXT_LEN (2 * COLLGEN_UNIQUE_ID_BYTES)
+
+/* Names one rendezvous of the processes of a job (docs/multiprocess.md).
+** Opaque: a format tag, a random socket tag, a random 256-bit secret and a
+** checksum. Only a process that holds the id can join the rendezvous, so
+** hand it to the job's processes only (MPI_Bcast, a torch store, a 0600
+** file, an environment variable) and make a fresh one for every job. */
+typedef struct collgen_unique_id {
+  unsigned char internal[COLLGEN_UNIQUE_ID_BYTES];
+} collgen_unique_id_t;
+
+/* Makes a fresh id: its tag and secret come from getrandom(2) (else
+** /dev/urandom). Any process may make it (it starts nothing, binds
+** nothing). COLLGEN_ERR_INVALID_ARG if `id` is NULL, COLLGEN_ERR_IO if the
+** system gives no randomness; the message is in collgen_last_error(). */
+COLLGEN_API int collgen_get_unique_id(collgen_unique_id_t *id);
+
+/* Writes the id as COLLGEN_UNIQUE_ID_TEXT_LEN lower-case hex digits plus a
+** NUL into `text`, which has `size` bytes (at least
+** COLLGEN_UNIQUE_ID_TEXT_LEN + 1). COLLGEN_ERR_INVALID_ARG on NULL, a short
+** buffer (nothing written) or an id that is not a valid collgen id. */
+COLLGEN_API int collgen_unique_id_to_text(const collgen_unique_id_t *id, char *text,
+                                          size_t size);
+
+/* Reads an id from its text: exactly COLLGEN_UNIQUE_ID_TEXT_LEN hex digits
+** (either case) and nothing else (no spaces, newline or prefix), whose bytes
+** are a valid id (format tag, version, zero reserved bytes, checksum).
+** COLLGEN_ERR_INVALID_ARG otherwise, naming the first offending character
+** or the failed check; *id is then left untouched. */
+COLLGEN_API int collgen_unique_id_from_text(const char *text, collgen_unique_id_t *id);
+
+/* An application's own all-gather, for programs that already have a
+** bootstrap (MPI, torch.distributed): it must block until every rank's
+** `bytes` bytes `mine` are in `all`, rank i's at all + i * bytes (the
+** caller's own included), and return 0; any other value is a failure, which
+** collgen reports as COLLGEN_ERR_PEER. Every rank calls it the same number
+** of times with the same `bytes`; collgen calls it from one thread at a time
+** per process. collgen cannot bound its duration: a rank that never calls
+** it blocks the others for as long as the application's exchange waits.
+** File descriptors cannot travel through it (docs/multiprocess.md). */
+typedef int (*collgen_allgather_fn)(void *ctx, const void *mine, void *all, size_t bytes);
 
 #ifdef __cplusplus
 }

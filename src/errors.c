@@ -33,10 +33,15 @@ void collgen__set_tls_error(const char *msg) {
   snprintf(tls_error, sizeof tls_error, "%s", msg ? msg : "");
 }
 
+int collgen__vfail(char *buf, size_t n, int status, const char *fmt, va_list ap) {
+  if (buf && n) vsnprintf(buf, n, fmt, ap);
+  return status;
+}
+
 int collgen__fail(char *buf, size_t n, int status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (buf && n) vsnprintf(buf, n, fmt, ap);
+  collgen__vfail(buf, n, status, fmt, ap);
   va_end(ap);
   return status;
 }

@@ -19,6 +19,9 @@
 ** can write `return collgen__fail(buf, n, COLLGEN_ERR_X, "...", ...)`. */
 int collgen__fail(char *buf, size_t n, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same with a va_list, for other failure helpers. */
+int collgen__vfail(char *buf, size_t n, int status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 /* The same, recording into the thread-local last-error buffer. */
 int collgen__fail_tls(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -27,6 +30,9 @@ void collgen__set_tls_error(const char *msg);
 
 /* Monotonic time in milliseconds. */
 double collgen__now_ms(void);
+/* Milliseconds from now until `deadline` (a collgen__now_ms time), rounded
+** up, for poll(2): 0 once it has passed, at most 10^9. */
+int collgen__ms_left(double deadline);
 
 
 /* Environment parameters, read once (see docs/environment.md). */

@@ -1,0 +1,748 @@
+/*
+** bootstrap_socket.c -- the socket transport of the bootstrap: rank 0
+** listens on the abstract Unix socket named by the id's tag and accepts
+** the other ranks (same user, right secret), then relays every exchange:
+** it gathers each rank's contribution and sends everyone the whole. Every
+** wait polls against a deadline; every refusal and fault names the process
+** or rank at fault. Protocol and reasons: docs/multiprocess.md.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "bootstrap_internal.h"
+
+/* Connections rank 0 holds before they said who they are; more are
+** refused at once, so a flood costs a bounded number of descriptors. */
+#define MAX_PENDING 64
+/* How long a best-effort ERROR to a peer may take. */
+#define NOTIFY_MS 50
+
+static socklen_t make_addr(struct sockaddr_un *a, const uint8_t tag[COLLGEN__UID_TAG_BYTES]) {
+  char name[48];
+  collgen__boot_name(tag, name);
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  size_t len = strlen(name);
+  memcpy(a->sun_path + 1, name, len); /* sun_path[0] = 0: abstract namespace */
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+}
+
+/* The peer's credentials; -1 fields when unknown. */
+static struct ucred peer_cred(int fd) {
+  struct ucred c = {-1, (uid_t)-1, (gid_t)-1};
+  socklen_t len = sizeof c;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) c.pid = -1, c.uid = (uid_t)-1;
+  return c;
+}
+
+/* Sends ERROR(status, text) without waiting long; failures are ignored
+** (the peer may be gone, which is why we are telling it). */
+static void notify(int fd, int status, uint32_t seq, const char *text) {
+  if (fd < 0) return;
+  uint8_t payload[4 + COLLGEN__WIRE_MAX_TEXT];
+  size_t len = collgen__wire_pack_error(payload, status, text);
+  collgen__wire_header h = {COLLGEN__MSG_ERROR, seq, COLLGEN__WIRE_NO_RANK, (uint32_t)len, 0};
+  int closed;
+  char ignored[64];
+  collgen__wire_send(fd, &h, payload, len, NULL, 0, collgen__now_ms() + NOTIFY_MS, &closed,
+                     ignored, sizeof ignored);
+}
+
+void collgen__boot_socket_abort(collgen__boot *b, int status) {
+  for (int r = 0; r < b->nranks; ++r)
+    if (b->conn[r] >= 0) {
+      notify(b->conn[r], status, b->seq, b->err);
+      close(b->conn[r]);
+      b->conn[r] = -1;
+    }
+}
+
+/* ---- Rank 0: the rendezvous ------------------------------------------- */
+
+typedef struct {
+  int fd;
+  struct ucred cred;
+  collgen__wire_rx rx;
+  uint8_t hello[COLLGEN__WIRE_HELLO];
+} pending;
+
+typedef struct {
+  collgen__boot *b;
+  const uint8_t *tag, *secret;
+  pending *wait;          /* MAX_PENDING slots; fd -1 = free */
+  collgen__wire_info *info; /* per rank; info[r].nranks 0 until r joined */
+  collgen__wire_rx *rx;   /* per joined rank: watches for an ERROR or EOF */
+  int joined;
+  int refused;            /* connections refused before authentication */
+  char refusals[512];     /* the first few, for the timeout message */
+} root_state;
+
+/* Notes a connection refused before authentication: a warning, and a line
+** for a later timeout message. The caller closes it. */
+static void refuse(root_state *s, const struct ucred *c, const char *why) {
+  collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: refused a connection from pid %d (uid %d): %s",
+               (int)c->pid, (int)c->uid, why);
+  size_t used = strlen(s->refusals);
+  if (s->refused++ < 3)
+    snprintf(s->refusals + used, sizeof s->refusals - used, "%spid %d (uid %d): %s",
+             used ? "; " : "", (int)c->pid, (int)c->uid, why);
+}
+
+static int constant_time_differs(const uint8_t *a, const uint8_t *b, size_t n) {
+  uint8_t d = 0;
+  for (size_t i = 0; i < n; ++i) d |= (uint8_t)(a[i] ^ b[i]);
+  return d != 0;
+}
+
+/* Handles a complete HELLO on pending slot p: refuses it (and frees the
+** slot), admits the rank, or fails the rendezvous (returned status). */
+static int admit(root_state *s, pending *p) {
+  collgen__boot *b = s->b;
+  int fd = p->fd;
+  p->fd = -1;
+  if (p->rx.h.type != COLLGEN__MSG_HELLO) {
+    refuse(s, &p->cred, "its first message is not a HELLO");
+    close(fd);
+    return COLLGEN_OK;
+  }
+  if (memcmp(p->hello, s->tag, COLLGEN__UID_TAG_BYTES) != 0 ||
+      constant_time_differs(p->hello + COLLGEN__UID_TAG_BYTES, s->secret,
+                            COLLGEN__UID_SECRET_BYTES)) {
+    refuse(s, &p->cred, "wrong secret");
+    notify(fd, COLLGEN_ERR_INVALID_ARG, 0,
+           "rank 0 refused this process: wrong secret (its id is not the one rank 0 was "
+           "given)");
+    close(fd);
+    return COLLGEN_OK;
+  }
+  /* Authenticated: from here on a bad record is the job's fault, not a
+  ** stranger's, and ends the rendezvous for everyone. */
+  collgen__wire_info in;
+  char why[256];
+  int pid = (int)p->cred.pid;
+  if (collgen__wire_parse_info(p->hello + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES,
+                               &in, why, sizeof why) != COLLGEN_OK) {
+    close(fd);
+    return collgen__boot_fail(b, COLLGEN_ERR_PEER, "rendezvous: pid %d sent a bad rank record: %s",
+                              pid, why);
+  }
+  int status = COLLGEN_OK;
+  if ((int)in.nranks != b->nranks)
+    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                                "rendezvous: rank %u (pid %d) was started with nranks %u, "
+                                "rank 0 (pid %d) with nranks %d", in.rank, pid, in.nranks,
+                                (int)getpid(), b->nranks);
+  else if (in.rank == 0)
+    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                                "rendezvous: pid %d also claims rank 0, which is pid %d", pid,
+                                (int)getpid());
+  else if (b->conn[in.rank] >= 0)
+    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                                "rendezvous: two processes claim rank %u: pids %d and %d",
+                                in.rank, (int)s->info[in.rank].pid, pid);
+  if (status != COLLGEN_OK) {
+    notify(fd, status, 0, b->err);
+    close(fd);
+    return status;
+  }
+  in.pid = (uint32_t)pid; /* the kernel's word, in this pid namespace */
+  s->info[in.rank] = in;
+  b->conn[in.rank] = fd;
+  collgen__wire_rx_init(&s->rx[in.rank], NULL, 0, 0);
+  s->joined++;
+  return COLLGEN_OK;
+}
+
+/* Accepts what the listener has; refuses other users and any excess. */
+static void accept_all(root_state *s, int listener) {
+  for (;;) {
+    int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: accept failed: %s", strerror(errno));
+      return;
+    }
+    struct ucred c = peer_cred(fd);
+    pending *slot = NULL;
+    for (int i = 0; i < MAX_PENDING && !slot; ++i)
+      if (s->wait[i].fd < 0) slot = &s->wait[i];
+    if (c.uid != geteuid()) refuse(s, &c, "another user");
+    else if (!slot) refuse(s, &c, "too many connections waiting to say who they are");
+    if (c.uid != geteuid() || !slot) {
+      close(fd);
+      continue;
+    }
+    slot->fd = fd;
+    slot->cred = c;
+    collgen__wire_rx_init(&slot->rx, slot->hello, sizeof slot->hello, 0);
+  }
+}
+
+/* The ranks that have not joined, as "2, 5" into out. */
+static void list_missing(const collgen__boot *b, const uint8_t *done, char *out, size_t n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int r = 0; r < b->nranks && used + 16 < n; ++r)
+    if (!done[r]) used += (size_t)snprintf(out + used, n - used, "%s%d", used ? ", " : "", r);
+}
+
+static int root_timeout(root_state *s) {
+  collgen__boot *b = s->b;
+  uint8_t *done = calloc((size_t)b->nranks, 1);
+  char missing[512] = "?";
+  if (done) {
+    done[0] = 1;
+    for (int r = 1; r < b->nranks; ++r) done[r] = b->conn[r] >= 0;
+    list_missing(b, done, missing, sizeof missing);
+  }
+  free(done);
+  char refusals[600] = "";
+  if (s->refused)
+    snprintf(refusals, sizeof refusals, "; refused %d connection%s: %s%s", s->refused,
+             s->refused > 1 ? "s" : "", s->refusals, s->refused > 3 ? "; ..." : "");
+  return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
+                            "rendezvous timed out after %d ms: rank%s %s of %d never joined "
+                            "(%d of %d present)%s", b->timeout_ms,
+                            b->nranks - s->joined > 1 ? "s" : "", missing, b->nranks, s->joined,
+                            b->nranks, refusals);
+}
+
+/* Reads what a joined rank sent before the WELCOME: only an ERROR (it gave
+** up) or nothing is expected; its departure ends the rendezvous. */
+static int watch_joined(root_state *s, int r) {
+  collgen__boot *b = s->b;
+  char why[300];
+  int rc = collgen__wire_rx_step(&s->rx[r], b->conn[r], why, sizeof why);
+  int pid = (int)s->info[r].pid;
+  if (rc == 0) return COLLGEN_OK;
+  if (rc == 1 && s->rx[r].h.type == COLLGEN__MSG_ERROR) {
+    char text[COLLGEN__WIRE_MAX_TEXT + 1];
+    int st = collgen__wire_parse_error(s->rx[r].text, s->rx[r].h.length, text, sizeof text);
+    return collgen__boot_fail(b, st, "rendezvous: rank %d (pid %d) gave up: %s", r, pid, text);
+  }
+  if (rc == 1)
+    snprintf(why, sizeof why, "it sent a message before the rendezvous ended");
+  if (s->rx[r].closed)
+    return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "rendezvous: rank %d (pid %d) closed its connection before every "
+                              "rank joined (it exited or was killed)", r, pid);
+  return collgen__boot_fail(b, COLLGEN_ERR_PEER, "rendezvous: rank %d (pid %d): %s", r, pid, why);
+}
+
+static int root_poll(root_state *s, int listener, double deadline) {
+  collgen__boot *b = s->b;
+  struct pollfd fds[1 + MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
+  /* What each entry is: 0 the listener, 1 + i pending slot i, -r rank r. */
+  int owner[1 + MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
+  while (s->joined < b->nranks) {
+    int n = 0;
+    fds[n] = (struct pollfd){listener, POLLIN, 0};
+    owner[n++] = 0;
+    for (int i = 0; i < MAX_PENDING; ++i)
+      if (s->wait[i].fd >= 0) {
+        fds[n] = (struct pollfd){s->wait[i].fd, POLLIN, 0};
+        owner[n++] = 1 + i;
+      }
+    for (int r = 1; r < b->nranks; ++r)
+      if (b->conn[r] >= 0) {
+        fds[n] = (struct pollfd){b->conn[r], POLLIN, 0};
+        owner[n++] = -r;
+      }
+    int wait = collgen__ms_left(deadline);
+    if (wait == 0) return root_timeout(s);
+    int ready = poll(fds, (nfds_t)n, wait);
+    if (ready < 0 && errno != EINTR)
+      return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: poll failed: %s",
+                                strerror(errno));
+    for (int k = 0; ready > 0 && k < n; ++k) {
+      if (!fds[k].revents) continue;
+      if (owner[k] == 0) {
+        accept_all(s, listener);
+      } else if (owner[k] > 0) {
+        pending *p = &s->wait[owner[k] - 1];
+        char why[300];
+        int rc = collgen__wire_rx_step(&p->rx, p->fd, why, sizeof why);
+        if (rc < 0) {
+          refuse(s, &p->cred, why);
+          close(p->fd);
+          p->fd = -1;
+        } else if (rc == 1 && (rc = admit(s, p)) != COLLGEN_OK) {
+          return rc;
+        }
+      } else {
+        int rc = watch_joined(s, -owner[k]);
+        if (rc != COLLGEN_OK) return rc;
+      }
+    }
+  }
+  return COLLGEN_OK;
+}
+
+static int root_listen(collgen__boot *b, const uint8_t *tag, int *listener) {
+  struct sockaddr_un a;
+  socklen_t len = make_addr(&a, tag);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: socket failed: %s",
+                              strerror(errno));
+  if (bind(fd, (struct sockaddr *)&a, len) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EADDRINUSE)
+      return collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                                "rendezvous: another process already listens for this id (a "
+                                "second rank 0, or a bootstrap with this id still running: make "
+                                "a fresh id per job)");
+    return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: bind failed: %s", strerror(e));
+  }
+  if (listen(fd, b->nranks + 16 < 4096 ? b->nranks + 16 : 4096) != 0) {
+    int e = errno;
+    close(fd);
+    return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: listen failed: %s", strerror(e));
+  }
+  *listener = fd;
+  return COLLGEN_OK;
+}
+
+/* Sends every joined rank the table of all ranks' records. */
+static int root_welcome(root_state *s, double deadline) {
+  collgen__boot *b = s->b;
+  size_t len = (size_t)b->nranks * COLLGEN__WIRE_INFO;
+  uint8_t *table = malloc(len);
+  if (!table) return collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory");
+  for (int r = 0; r < b->nranks; ++r)
+    collgen__wire_pack_info(table + (size_t)r * COLLGEN__WIRE_INFO, &s->info[r]);
+  int rc = COLLGEN_OK;
+  for (int r = 1; r < b->nranks && rc == COLLGEN_OK; ++r) {
+    collgen__wire_header h = {COLLGEN__MSG_WELCOME, 0, 0, (uint32_t)len, 0};
+    int closed;
+    char why[256];
+    rc = collgen__wire_send(b->conn[r], &h, table, len, NULL, 0, deadline, &closed, why,
+                            sizeof why);
+    if (rc != COLLGEN_OK)
+      collgen__boot_fail(b, rc, "rendezvous: rank %d (pid %d): %s", r, (int)s->info[r].pid,
+                         why);
+  }
+  free(table);
+  return rc;
+}
+
+static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
+                     const collgen__wire_info *self, double deadline) {
+  root_state s = {b, tag, secret, NULL, NULL, NULL, 1, 0, ""};
+  s.wait = malloc(MAX_PENDING * sizeof *s.wait);
+  s.info = calloc((size_t)b->nranks, sizeof *s.info);
+  s.rx = malloc((size_t)b->nranks * sizeof *s.rx);
+  if (s.wait)
+    for (int i = 0; i < MAX_PENDING; ++i) s.wait[i].fd = -1;
+  int listener = -1;
+  int rc = (!s.wait || !s.info || !s.rx)
+               ? collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory")
+               : root_listen(b, tag, &listener);
+  if (rc == COLLGEN_OK) {
+    s.info[0] = *self;
+    rc = root_poll(&s, listener, deadline);
+    close(listener); /* frees the name: nobody else can join now */
+  }
+  if (rc == COLLGEN_OK) rc = root_welcome(&s, deadline + COLLGEN__BOOT_GRACE_MS);
+  if (s.wait)
+    for (int i = 0; i < MAX_PENDING; ++i)
+      if (s.wait[i].fd >= 0) close(s.wait[i].fd);
+  if (rc == COLLGEN_OK)
+    for (int r = 0; r < b->nranks; ++r) {
+      b->peers[r].pid = (int)s.info[r].pid;
+      memcpy(b->peers[r].host, s.info[r].host, COLLGEN__HOST_ID_BYTES);
+    }
+  else
+    collgen__boot_socket_abort(b, rc);
+  free(s.wait);
+  free(s.info);
+  free(s.rx);
+  return rc;
+}
+
+/* ---- Other ranks: the rendezvous --------------------------------------- */
+
+/* After a failed send to rank 0: rank 0's ERROR, if it sent one before it
+** closed, explains more than the closed connection does. Returns its
+** status (message in b->err) or 0 if none is waiting. */
+static int pending_error(collgen__boot *b, const char *when) {
+  collgen__wire_rx rx;
+  char why[64];
+  collgen__wire_rx_init(&rx, NULL, 0, 0);
+  int rc;
+  size_t before;
+  do { /* until the message is whole, or no more bytes come */
+    before = rx.got;
+    rc = collgen__wire_rx_step(&rx, b->conn[0], why, sizeof why);
+  } while (rc == 0 && rx.got > before);
+  collgen__wire_rx_close_fds(&rx);
+  if (rc != 1 || rx.h.type != COLLGEN__MSG_ERROR) return COLLGEN_OK;
+  char text[COLLGEN__WIRE_MAX_TEXT + 1];
+  int st = collgen__wire_parse_error(rx.text, rx.h.length, text, sizeof text);
+  return collgen__boot_fail(b, st, "%s: rank 0 (pid %d) reports: %s", when, b->peers[0].pid,
+                            text);
+}
+
+/* Rank 0's connection is closed: the failure, naming it. */
+static int root_left(collgen__boot *b, const char *when) {
+  return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                            "%s: rank 0 (pid %d) closed its connection (it exited, was killed or "
+                            "destroyed its bootstrap)", when, b->peers[0].pid);
+}
+
+/* Reads one message from rank 0 into rx; an ERROR, a closed connection, a
+** malformed message or the deadline become b's error, naming rank 0. */
+static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, const char *when) {
+  char why[300];
+  int rc = collgen__wire_recv(rx, b->conn[0], deadline, why, sizeof why);
+  int pid = b->peers[0].pid;
+  if (rc == COLLGEN_ERR_TIMEOUT)
+    return collgen__boot_fail(b, rc, "%s: rank 0 (pid %d) did not answer within %d ms", when,
+                              pid, b->timeout_ms + COLLGEN__BOOT_GRACE_MS);
+  if (rc == COLLGEN_OK && rx->h.type == COLLGEN__MSG_ERROR) {
+    char text[COLLGEN__WIRE_MAX_TEXT + 1];
+    int st = collgen__wire_parse_error(rx->text, rx->h.length, text, sizeof text);
+    return collgen__boot_fail(b, st, "%s: rank 0 (pid %d) reports: %s", when, pid, text);
+  }
+  if (rc != COLLGEN_OK && rx->closed) return root_left(b, when);
+  if (rc != COLLGEN_OK)
+    return collgen__boot_fail(b, rc, "%s: rank 0 (pid %d) sent a malformed message: %s", when,
+                              pid, why);
+  return COLLGEN_OK;
+}
+
+/* Sends to rank 0; a failure becomes b's error (rank 0's ERROR if any). */
+static int to_root(collgen__boot *b, const collgen__wire_header *h, const void *payload,
+                   size_t len, const int *fds, int nfds, double deadline, const char *when) {
+  int closed;
+  char why[256];
+  int rc = collgen__wire_send(b->conn[0], h, payload, len, fds, nfds, deadline, &closed, why,
+                              sizeof why);
+  if (rc == COLLGEN_OK) return rc;
+  if (closed) {
+    int st = pending_error(b, when);
+    return st != COLLGEN_OK ? st : root_left(b, when);
+  }
+  return collgen__boot_fail(b, rc, "%s: sending to rank 0 (pid %d): %s", when, b->peers[0].pid,
+                            why);
+}
+
+/* Connects to rank 0's socket, retrying while nobody listens yet. */
+static int client_connect(collgen__boot *b, const uint8_t *tag, double deadline) {
+  struct sockaddr_un a;
+  socklen_t len = make_addr(&a, tag);
+  int backoff = 1;
+  for (;;) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: socket failed: %s",
+                                strerror(errno));
+    int rc = connect(fd, (struct sockaddr *)&a, len);
+    int e = errno;
+    if (rc == 0) {
+      b->conn[0] = fd;
+      return COLLGEN_OK;
+    }
+    close(fd);
+    /* ECONNREFUSED: no listener (yet); EAGAIN: its backlog is full. */
+    if (e != ECONNREFUSED && e != EAGAIN && e != ENOENT && e != EINTR)
+      return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: connect failed: %s",
+                                strerror(e));
+    int wait = collgen__ms_left(deadline);
+    if (wait == 0)
+      return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
+                                "rendezvous timed out after %d ms: rank 0 never listened for "
+                                "this id (not started, failed, or done with its rendezvous; "
+                                "rank %d of %d could not join)", b->timeout_ms, b->rank,
+                                b->nranks);
+    poll(NULL, 0, wait < backoff ? wait : backoff); /* EINTR just retries sooner */
+    backoff = backoff < 32 ? backoff * 2 : 50;
+  }
+}
+
+static int client_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
+                       const collgen__wire_info *self, double deadline) {
+  int rc = client_connect(b, tag, deadline);
+  if (rc != COLLGEN_OK) return rc;
+  struct ucred c = peer_cred(b->conn[0]);
+  b->peers[0].pid = (int)c.pid;
+  if (c.uid != geteuid()) {
+    close(b->conn[0]);
+    b->conn[0] = -1;
+    return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "rendezvous: the process listening for this id (pid %d) runs as "
+                              "uid %d, this rank as uid %d: not sending it the secret",
+                              (int)c.pid, (int)c.uid, (int)geteuid());
+  }
+  uint8_t hello[COLLGEN__WIRE_HELLO];
+  memcpy(hello, tag, COLLGEN__UID_TAG_BYTES);
+  memcpy(hello + COLLGEN__UID_TAG_BYTES, secret, COLLGEN__UID_SECRET_BYTES);
+  collgen__wire_pack_info(hello + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES, self);
+  collgen__wire_header h = {COLLGEN__MSG_HELLO, 0, self->rank, sizeof hello, 0};
+  rc = to_root(b, &h, hello, sizeof hello, NULL, 0, deadline, "rendezvous");
+  explicit_bzero(hello, sizeof hello);
+  if (rc != COLLGEN_OK) return rc;
+  size_t len = (size_t)b->nranks * COLLGEN__WIRE_INFO;
+  uint8_t *table = malloc(len);
+  if (!table) return collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory");
+  collgen__wire_rx rx;
+  collgen__wire_rx_init(&rx, table, len, 0);
+  rc = from_root(b, &rx, deadline + COLLGEN__BOOT_GRACE_MS, "rendezvous");
+  if (rc == COLLGEN_OK && (rx.h.type != COLLGEN__MSG_WELCOME || rx.h.length != len))
+    rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                            "rendezvous: rank 0 (pid %d) answered with a message of type %u and "
+                            "%u bytes, not a WELCOME of %zu", b->peers[0].pid, rx.h.type,
+                            rx.h.length, len);
+  for (int r = 0; r < b->nranks && rc == COLLGEN_OK; ++r) {
+    collgen__wire_info in;
+    char why[256];
+    if (collgen__wire_parse_info(table + (size_t)r * COLLGEN__WIRE_INFO, &in, why, sizeof why) !=
+            COLLGEN_OK ||
+        (int)in.rank != r || (int)in.nranks != b->nranks ||
+        (r == b->rank && memcmp(in.host, self->host, COLLGEN__HOST_ID_BYTES) != 0))
+      rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "rendezvous: rank 0 (pid %d) sent a bad record for rank %d",
+                              b->peers[0].pid, r);
+    if (rc == COLLGEN_OK) {
+      b->peers[r].pid = (int)in.pid;
+      memcpy(b->peers[r].host, in.host, COLLGEN__HOST_ID_BYTES);
+    }
+  }
+  free(table);
+  return rc;
+}
+
+int collgen__boot_socket_join(collgen__boot *b, const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                              const uint8_t secret[COLLGEN__UID_SECRET_BYTES],
+                              const collgen__wire_info *self) {
+  double deadline = collgen__now_ms() + b->timeout_ms;
+  if (b->nranks == 1) { /* alone: nobody to meet */
+    b->peers[0].pid = (int)self->pid;
+    memcpy(b->peers[0].host, self->host, COLLGEN__HOST_ID_BYTES);
+    return COLLGEN_OK;
+  }
+  if (b->rank == 0) return root_join(b, tag, secret, self, deadline);
+  int rc = client_join(b, tag, secret, self, deadline);
+  if (rc != COLLGEN_OK) collgen__boot_socket_abort(b, rc);
+  return rc;
+}
+
+/* ---- Exchanges ----------------------------------------------------------- */
+
+/* Checks a contribution's header against rank 0's own call as soon as it
+** is known (before its payload is read). */
+static int check_contrib(collgen__boot *b, int r, const collgen__wire_header *h, size_t bytes,
+                         int nfds) {
+  int pid = b->peers[r].pid;
+  uint32_t seq = b->seq;
+  if (h->type == COLLGEN__MSG_ERROR) return COLLGEN_OK; /* read whole, then reported */
+  if (h->type != COLLGEN__MSG_CONTRIB)
+    return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "exchange #%u: rank %d (pid %d) sent a message of type %u, not a "
+                              "contribution", seq, r, pid, h->type);
+  if (h->seq != seq || h->rank != (uint32_t)r)
+    return collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                              "exchange #%u: rank %d (pid %d) sent its exchange #%u as rank %u "
+                              "(every rank must make the same exchanges in the same order)",
+                              seq, r, pid, h->seq, h->rank);
+  if (h->length != bytes || h->nfds != (uint32_t)nfds)
+    return collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
+                              "exchange #%u: rank %d (pid %d) brought %u bytes and %u "
+                              "descriptors, rank 0 %zu bytes and %d descriptors", seq, r, pid,
+                              h->length, h->nfds, bytes, nfds);
+  return COLLGEN_OK;
+}
+
+/* Rank 0 gathers every contribution: bytes into all, fds into got
+** (r * nfds + j). On failure every fd received is closed. */
+static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, int *got,
+                       double deadline) {
+  int n = b->nranks, left = n - 1, rc = COLLGEN_OK;
+  collgen__wire_rx *rx = malloc((size_t)n * sizeof *rx);
+  uint8_t *done = calloc((size_t)n, 1);
+  uint8_t *checked = calloc((size_t)n, 1);
+  struct pollfd *fds = malloc((size_t)n * sizeof *fds);
+  int *who = malloc((size_t)n * sizeof *who);
+  if (!rx || !done || !checked || !fds || !who)
+    rc = collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "exchange: out of memory");
+  for (int r = 1; rc == COLLGEN_OK && r < n; ++r)
+    collgen__wire_rx_init(&rx[r], all + (size_t)r * bytes, bytes, COLLGEN__BOOT_MAX_FDS);
+  while (rc == COLLGEN_OK && left > 0) {
+    int k = 0;
+    for (int r = 1; r < n; ++r)
+      if (!done[r]) {
+        fds[k] = (struct pollfd){b->conn[r], POLLIN, 0};
+        who[k++] = r;
+      }
+    int wait = collgen__ms_left(deadline);
+    if (wait == 0) {
+      char missing[512];
+      done[0] = 1;
+      list_missing(b, done, missing, sizeof missing);
+      rc = collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
+                              "exchange #%u timed out after %d ms: rank%s %s of %d did not take "
+                              "part", b->seq, b->timeout_ms, left > 1 ? "s" : "", missing, n);
+      break;
+    }
+    if (poll(fds, (nfds_t)k, wait) < 0 && errno != EINTR) {
+      rc = collgen__boot_fail(b, COLLGEN_ERR_IO, "exchange: poll failed: %s", strerror(errno));
+      break;
+    }
+    for (int i = 0; i < k && rc == COLLGEN_OK; ++i) {
+      int r = who[i];
+      if (!fds[i].revents) continue;
+      char why[300];
+      int st = collgen__wire_rx_step(&rx[r], b->conn[r], why, sizeof why);
+      if (st >= 0 && rx[r].have_header && !checked[r]) {
+        checked[r] = 1;
+        rc = check_contrib(b, r, &rx[r].h, bytes, nfds);
+        if (rc != COLLGEN_OK) collgen__wire_rx_close_fds(&rx[r]);
+      }
+      if (rc != COLLGEN_OK) break;
+      if (st == 1 && rx[r].h.type == COLLGEN__MSG_ERROR) {
+        char text[COLLGEN__WIRE_MAX_TEXT + 1];
+        int code = collgen__wire_parse_error(rx[r].text, rx[r].h.length, text, sizeof text);
+        rc = collgen__boot_fail(b, code, "exchange #%u: rank %d (pid %d) failed: %s", b->seq, r,
+                                b->peers[r].pid, text);
+      } else if (st == 1) {
+        memcpy(got + (size_t)r * (size_t)nfds, rx[r].fds, sizeof(int) * (size_t)nfds);
+        rx[r].nfds = 0;
+        done[r] = 1;
+        left--;
+      } else if (st < 0 && rx[r].closed) {
+        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                                "exchange #%u: rank %d (pid %d) closed its connection (it "
+                                "exited, was killed or destroyed its bootstrap)", b->seq, r,
+                                b->peers[r].pid);
+      } else if (st < 0) {
+        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                                "exchange #%u: rank %d (pid %d) sent a malformed message: %s",
+                                b->seq, r, b->peers[r].pid, why);
+      }
+    }
+  }
+  if (rx)
+    for (int r = 1; r < n; ++r) collgen__wire_rx_close_fds(&rx[r]);
+  free(rx);
+  free(done);
+  free(checked);
+  free(fds);
+  free(who);
+  return rc;
+}
+
+/* Rank 0 sends rank c the whole: all the bytes, then each other rank's
+** descriptors in one FDS message per rank. */
+static int root_send(collgen__boot *b, int c, const uint8_t *all, size_t bytes,
+                     const int *mine_fds, int nfds, const int *got, double deadline) {
+  size_t total = (size_t)b->nranks * bytes;
+  collgen__wire_header h = {COLLGEN__MSG_RESULT, b->seq, 0, (uint32_t)total, 0};
+  int closed, rc;
+  char why[256];
+  rc = collgen__wire_send(b->conn[c], &h, all, total, NULL, 0, deadline, &closed, why,
+                          sizeof why);
+  for (int r = 0; r < b->nranks && nfds > 0 && rc == COLLGEN_OK; ++r) {
+    if (r == c) continue;
+    collgen__wire_header f = {COLLGEN__MSG_FDS, b->seq, (uint32_t)r, 0, (uint32_t)nfds};
+    const int *fds = r == 0 ? mine_fds : got + (size_t)r * (size_t)nfds;
+    rc = collgen__wire_send(b->conn[c], &f, NULL, 0, fds, nfds, deadline, &closed, why,
+                            sizeof why);
+  }
+  if (rc == COLLGEN_OK) return rc;
+  if (closed)
+    return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "exchange #%u: rank %d (pid %d) closed its connection before it "
+                              "got the result", b->seq, c, b->peers[c].pid);
+  return collgen__boot_fail(b, rc, "exchange #%u: sending the result to rank %d (pid %d): %s",
+                            b->seq, c, b->peers[c].pid, why);
+}
+
+static int root_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
+                         const int *mine_fds, int nfds, int *all_fds) {
+  double deadline = collgen__now_ms() + b->timeout_ms;
+  size_t nslots = (size_t)b->nranks * (size_t)nfds;
+  int *got = malloc((nslots ? nslots : 1) * sizeof *got);
+  if (!got) return collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "exchange: out of memory");
+  for (size_t i = 0; i < nslots; ++i) got[i] = -1;
+  if (bytes) memcpy(all, mine, bytes);
+  int rc = root_gather(b, all, bytes, nfds, got, deadline);
+  for (int c = 1; c < b->nranks && rc == COLLGEN_OK; ++c)
+    rc = root_send(b, c, all, bytes, mine_fds, nfds, got, deadline + COLLGEN__BOOT_GRACE_MS);
+  if (rc == COLLGEN_OK) {
+    if (nslots) memcpy(all_fds, got, nslots * sizeof *got); /* own slots stay -1 */
+  } else {
+    for (size_t i = 0; i < nslots; ++i)
+      if (got[i] >= 0) close(got[i]);
+  }
+  free(got);
+  return rc;
+}
+
+static int client_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
+                           const int *mine_fds, int nfds, int *all_fds) {
+  double deadline = collgen__now_ms() + b->timeout_ms + COLLGEN__BOOT_GRACE_MS;
+  char when[48];
+  snprintf(when, sizeof when, "exchange #%u", b->seq);
+  collgen__wire_header h = {COLLGEN__MSG_CONTRIB, b->seq, (uint32_t)b->rank, (uint32_t)bytes,
+                            (uint32_t)nfds};
+  int rc = to_root(b, &h, mine, bytes, mine_fds, nfds, deadline, when);
+  if (rc != COLLGEN_OK) return rc;
+  size_t total = (size_t)b->nranks * bytes;
+  collgen__wire_rx rx;
+  collgen__wire_rx_init(&rx, all, total, 0);
+  rc = from_root(b, &rx, deadline, when);
+  if (rc == COLLGEN_OK &&
+      (rx.h.type != COLLGEN__MSG_RESULT || rx.h.seq != b->seq || rx.h.length != total))
+    rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                            "%s: rank 0 (pid %d) answered with a message of type %u, exchange "
+                            "#%u, %u bytes; expected the result, %zu bytes", when,
+                            b->peers[0].pid, rx.h.type, rx.h.seq, rx.h.length, total);
+  if (rc == COLLGEN_OK && bytes && memcmp((uint8_t *)all + (size_t)b->rank * bytes, mine, bytes))
+    rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                            "%s: rank 0 (pid %d) returned other bytes for this rank than it "
+                            "sent", when, b->peers[0].pid);
+  for (int r = 0; r < b->nranks && nfds > 0 && rc == COLLGEN_OK; ++r) {
+    if (r == b->rank) continue;
+    collgen__wire_rx_init(&rx, NULL, 0, nfds);
+    rc = from_root(b, &rx, deadline, when);
+    if (rc == COLLGEN_OK && (rx.h.type != COLLGEN__MSG_FDS || rx.h.seq != b->seq ||
+                             rx.h.rank != (uint32_t)r || rx.h.nfds != (uint32_t)nfds)) {
+      collgen__wire_rx_close_fds(&rx);
+      rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                              "%s: rank 0 (pid %d) sent a message of type %u with %u "
+                              "descriptors of rank %u; expected the %d of rank %d", when,
+                              b->peers[0].pid, rx.h.type, rx.h.nfds, rx.h.rank, nfds, r);
+    }
+    if (rc == COLLGEN_OK)
+      memcpy(all_fds + (size_t)r * (size_t)nfds, rx.fds, sizeof(int) * (size_t)nfds);
+  }
+  if (rc != COLLGEN_OK)
+    for (int i = 0; i < b->nranks * nfds; ++i)
+      if (all_fds[i] >= 0) {
+        close(all_fds[i]);
+        all_fds[i] = -1;
+      }
+  return rc;
+}
+
+int collgen__boot_socket_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
+                                  const int *mine_fds, int nfds, int *all_fds) {
+  if (b->nranks == 1) {
+    if (bytes) memcpy(all, mine, bytes);
+    return COLLGEN_OK; /* all_fds: only this rank's slots, already -1 */
+  }
+  int rc = b->rank == 0 ? root_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds)
+                        : client_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds);
+  if (rc != COLLGEN_OK) collgen__boot_socket_abort(b, rc);
+  return rc;
+}
