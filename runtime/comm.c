@@ -8,16 +8,19 @@
 
 #include "comm_internal.h"
 
+int collgen__comm_is_local(const collgen_comm_t *c, int r) { return c->self < 0 || r == c->self; }
+
 void collgen_comm_options_init(collgen_comm_options_t *o) {
   memset(o, 0, sizeof *o);
 }
 
-static void release_all(collgen_comm_t *c) {
+void collgen__comm_release(collgen_comm_t *c) {
   for (int i = 0; i < c->nloaded; ++i) {
     collgen__cu.cuCtxSetCurrent(c->loaded[i].ctx);
     collgen__cu.cuModuleUnload(c->loaded[i].module);
   }
   free(c->loaded);
+  collgen__comm_rank_release(c);
   for (int r = 0; r < c->ndev; ++r) {
     if (c->signal[r] || c->abort_stream[r]) collgen__cu.cuCtxSetCurrent(c->ctx[r]);
     if (c->abort_stream[r]) collgen__cu.cuStreamDestroy(c->abort_stream[r]);
@@ -85,6 +88,68 @@ out:
   return rc;
 }
 
+int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options_t *options) {
+  collgen_comm_options_t defaults;
+  collgen_comm_options_init(&defaults);
+  if (!options) options = &defaults;
+  *out = NULL;
+  if (options->max_blocks < 0 || options->max_blocks > COLLGEN_MAX_BLOCKS)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..%d",
+                             COLLGEN_MAX_BLOCKS);
+  if (options->timeout_ms < 0 || options->timeout_ms > COLLGEN_MAX_TIMEOUT_MS)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "timeout_ms must be 0..%d, got %d",
+                             COLLGEN_MAX_TIMEOUT_MS, options->timeout_ms);
+  if (options->staging_bytes != 0 && (options->staging_bytes < COLLGEN_MIN_STAGING_BYTES ||
+                                      options->staging_bytes > COLLGEN_MAX_STAGING_BYTES))
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG,
+                             "staging_bytes must be 0 (default) or %zu..%zu, got %zu",
+                             COLLGEN_MIN_STAGING_BYTES, COLLGEN_MAX_STAGING_BYTES,
+                             options->staging_bytes);
+  collgen_comm_t *c = calloc(1, sizeof *c);
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");
+  c->ndev = ndev;
+  c->self = -1;
+  c->timeout_ms = options->timeout_ms > 0 ? options->timeout_ms : collgen__param_timeout_ms();
+  c->max_blocks = options->max_blocks;
+  c->launch_mask = options->launch_mask;
+  c->staging_bytes = options->staging_bytes ? options->staging_bytes : COLLGEN_DEFAULT_STAGING_BYTES;
+  int rc = collgen_generator_create(&c->gen, options->cache_dir);
+  if (rc != COLLGEN_OK) {
+    free(c);
+    return rc; /* the generator's message is the thread's last error */
+  }
+  *out = c;
+  return COLLGEN_OK;
+}
+
+int collgen__comm_host_state(collgen_comm_t *c) {
+  int rc = COLLGEN_OK;
+  const int first = c->self < 0 ? 0 : c->self;
+  /* Pinned allocations need a current context. */
+  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[first]), rc, c->err, sizeof c->err, out);
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc((void **)&c->errors,
+                                             sizeof(unsigned int) * COLLGEN_HOST_WORDS,
+                                             CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                  rc, c->err, sizeof c->err, out);
+  memset(c->errors, 0, sizeof(unsigned int) * COLLGEN_HOST_WORDS);
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostGetDevicePointer(&c->errors_dev, c->errors, 0), rc, c->err,
+                  sizeof c->err, out);
+  /* What collgen_comm_abort copies over every signal buffer, allocated now
+  ** so that the abort allocates nothing (runtime/comm_abort.c). */
+  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc(&c->abort_fill, sizeof(collgen__signal),
+                                             CU_MEMHOSTALLOC_PORTABLE),
+                  rc, c->err, sizeof c->err, out);
+  memset(c->abort_fill, COLLGEN_ABORT_FILL, sizeof(collgen__signal));
+  for (int r = 0; r < c->ndev; ++r) {
+    if (!collgen__comm_is_local(c, r)) continue;
+    COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
+    COLLGEN_CU_GOTO(collgen__cu.cuStreamCreate(&c->abort_stream[r], CU_STREAM_NON_BLOCKING), rc,
+                    c->err, sizeof c->err, out);
+  }
+out:
+  return rc;
+}
+
 int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
                         const collgen_comm_options_t *options) {
   char err[COLLGEN_ERRBUF];
@@ -97,24 +162,9 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
   rc = validate_devices(ndev, devices, options->allow_shared_devices, err, sizeof err);
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
-  if (options->max_blocks < 0 || options->max_blocks > COLLGEN_MAX_BLOCKS)
-    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "max_blocks must be 0..%d",
-                             COLLGEN_MAX_BLOCKS);
-  if (options->timeout_ms < 0 || options->timeout_ms > COLLGEN_MAX_TIMEOUT_MS)
-    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "timeout_ms must be 0..%d, got %d",
-                             COLLGEN_MAX_TIMEOUT_MS, options->timeout_ms);
-
-  collgen_comm_t *c = calloc(1, sizeof *c);
-  if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");
-  c->ndev = ndev;
-  c->timeout_ms = options->timeout_ms > 0 ? options->timeout_ms : collgen__param_timeout_ms();
-  c->max_blocks = options->max_blocks;
-  c->launch_mask = options->launch_mask;
-  rc = collgen_generator_create(&c->gen, options->cache_dir);
-  if (rc != COLLGEN_OK) {
-    snprintf(c->err, sizeof c->err, "%s", collgen_last_error());
-    goto fail;
-  }
+  collgen_comm_t *c = NULL;
+  rc = collgen__comm_new(&c, ndev, options);
+  if (rc != COLLGEN_OK) return rc;
   for (int r = 0; r < ndev; ++r) {
     c->devices[r] = devices[r];
     COLLGEN_CU_GOTO(collgen__cu.cuDeviceGet(&c->cudev[r], devices[r]), rc, c->err, sizeof c->err, fail);
@@ -133,23 +183,8 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   }
   rc = connect_peers(c);
   if (rc != COLLGEN_OK) goto fail;
-  /* Pinned allocations need a current context; with one rank, connect_peers
-  ** made none current (found by the one-rank GPU test). */
-  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
-  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc((void **)&c->errors,
-                                             sizeof(unsigned int) * COLLGEN_HOST_WORDS,
-                                             CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-                  rc, c->err, sizeof c->err, fail);
-  memset(c->errors, 0, sizeof(unsigned int) * COLLGEN_HOST_WORDS);
-  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[0]), rc, c->err, sizeof c->err, fail);
-  COLLGEN_CU_GOTO(collgen__cu.cuMemHostGetDevicePointer(&c->errors_dev, c->errors, 0), rc, c->err,
-                  sizeof c->err, fail);
-  /* What collgen_comm_abort copies over every signal buffer, allocated now
-  ** so that the abort allocates nothing (runtime/comm_abort.c). */
-  COLLGEN_CU_GOTO(collgen__cu.cuMemHostAlloc(&c->abort_fill, sizeof(collgen__signal),
-                                             CU_MEMHOSTALLOC_PORTABLE),
-                  rc, c->err, sizeof c->err, fail);
-  memset(c->abort_fill, COLLGEN_ABORT_FILL, sizeof(collgen__signal));
+  rc = collgen__comm_host_state(c);
+  if (rc != COLLGEN_OK) goto fail;
   for (int r = 0; r < ndev; ++r) {
     COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, fail);
     COLLGEN_CU_GOTO(collgen__cu.cuMemAlloc(&c->signal[r], sizeof(collgen__signal)), rc, c->err,
@@ -157,20 +192,18 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
     COLLGEN_CU_GOTO(collgen__cu.cuMemsetD8(c->signal[r], 0, sizeof(collgen__signal)), rc, c->err,
                     sizeof c->err, fail);
     COLLGEN_CU_GOTO(collgen__cu.cuCtxSynchronize(), rc, c->err, sizeof c->err, fail);
-    COLLGEN_CU_GOTO(collgen__cu.cuStreamCreate(&c->abort_stream[r], CU_STREAM_NON_BLOCKING), rc,
-                    c->err, sizeof c->err, fail);
   }
   collgen__cu.cuCtxSetCurrent(NULL);
   *out = c;
   return COLLGEN_OK;
 fail:
   collgen__set_tls_error(c->err);
-  release_all(c);
+  collgen__comm_release(c);
   return rc;
 }
 
 void collgen_comm_destroy(collgen_comm_t *c) {
-  if (c) release_all(c);
+  if (c) collgen__comm_release(c);
 }
 
 const char *collgen_comm_last_error(const collgen_comm_t *c) {

@@ -21,12 +21,20 @@
 
 #include "comm_internal.h"
 
-/* Queues one host-to-device copy on rank r's abort stream. */
+/* The local rank whose context and abort stream write rank r's buffer:
+** r itself in one process; this process's rank when each process drives
+** one (it reaches its peers' buffers through its own mappings, so an abort
+** in one process stops the kernels of every process). */
+static int writer_of(const collgen_comm_t *c, int r) { return c->self < 0 ? r : c->self; }
+
+/* Queues one host-to-device copy into rank r's buffer. */
 static CUresult copy_to_rank(collgen_comm_t *c, int r, size_t offset, size_t bytes) {
-  CUresult res = collgen__cu.cuCtxSetCurrent(c->ctx[r]);
+  if (!c->signal[r]) return CUDA_SUCCESS; /* a peer this process cannot reach */
+  const int w = writer_of(c, r);
+  CUresult res = collgen__cu.cuCtxSetCurrent(c->ctx[w]);
   if (res != CUDA_SUCCESS) return res;
   return collgen__cu.cuMemcpyHtoDAsync(c->signal[r] + offset, (const char *)c->abort_fill + offset,
-                                       bytes, c->abort_stream[r]);
+                                       bytes, c->abort_stream[w]);
 }
 
 /* Runs one round (the same range of every rank's buffer) to completion.
@@ -39,6 +47,7 @@ static int run_round(collgen_comm_t *c, size_t offset, size_t bytes, const char 
     if (res != CUDA_SUCCESS && rc == COLLGEN_OK) rc = collgen__cu_fail(res, what, c->err, sizeof c->err);
   }
   for (int r = 0; r < c->ndev; ++r) {
+    if (!collgen__comm_is_local(c, r)) continue;
     CUresult res = collgen__cu.cuCtxSetCurrent(c->ctx[r]);
     if (res == CUDA_SUCCESS) res = collgen__cu.cuStreamSynchronize(c->abort_stream[r]);
     if (res != CUDA_SUCCESS && rc == COLLGEN_OK) rc = collgen__cu_fail(res, what, c->err, sizeof c->err);

@@ -7,6 +7,9 @@
 
 #include "driver.h"
 #include "device_abi.h"
+#include "shared_mem.h"
+
+struct collgen__boot;
 
 /* A kernel loaded into one context. */
 typedef struct {
@@ -17,7 +20,8 @@ typedef struct {
 } collgen__loaded;
 
 struct collgen_comm {
-  int ndev;
+  int ndev;               /* ranks */
+  int self;               /* one process per GPU: the rank this process drives; -1: all */
   int devices[COLLGEN_MAX_DEVICES];
   CUdevice cudev[COLLGEN_MAX_DEVICES];
   CUcontext ctx[COLLGEN_MAX_DEVICES];       /* retained primary contexts */
@@ -30,6 +34,12 @@ struct collgen_comm {
   atomic_int aborted;     /* collgen_comm_abort ran */
   void *abort_fill;       /* pinned: one signal buffer of COLLGEN_ABORT_FILL bytes */
   CUstream abort_stream[COLLGEN_MAX_DEVICES]; /* non-blocking: the abort's copies */
+  /* One process per GPU (comm_rank.c): the bootstrap, every rank's signal
+  ** buffer and staging area as mapped here (this rank's own included). */
+  struct collgen__boot *boot;
+  collgen__shared_buf shared_signal[COLLGEN_MAX_DEVICES], shared_staging[COLLGEN_MAX_DEVICES];
+  CUdeviceptr staging[COLLGEN_MAX_DEVICES];
+  size_t staging_bytes;
   CUdeviceptr errors_dev;
   int timeout_ms, max_blocks;
   unsigned launch_mask;
@@ -41,6 +51,25 @@ struct collgen_comm {
 
 /* Host-mapped words: COLLGEN_STATUS_WORDS per rank slot. */
 #define COLLGEN_HOST_WORDS (COLLGEN_STATUS_WORDS * COLLGEN_MAX_DEVICES)
+
+/* A communicator of `ndev` ranks with the options checked and applied and
+** its generator made; no device touched yet (self = -1: one process). On
+** error (message in the thread's last error) *out is NULL. */
+int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options_t *options);
+
+/* The host-side state of every local rank: the host-mapped status records,
+** the abort's pinned fill and streams. Needs the local contexts. */
+int collgen__comm_host_state(collgen_comm_t *c);
+
+/* Frees everything the communicator holds (any stage of creation). */
+void collgen__comm_release(collgen_comm_t *c);
+
+/* 1 if this process drives rank r (every rank in the one-process mode). */
+int collgen__comm_is_local(const collgen_comm_t *c, int r);
+
+/* Unmaps every rank's shared buffers and closes the bootstrap (one process
+** per GPU; nothing otherwise). */
+void collgen__comm_rank_release(collgen_comm_t *c);
 
 /* COLLGEN_ERR_TIMEOUT when a kernel gave up waiting (message in c->err),
 ** else COLLGEN_OK. */

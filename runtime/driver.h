@@ -27,7 +27,8 @@
   XX(cuThreadExchangeStreamCaptureMode) XX(cuMemGetInfo) XX(cuStreamQuery)      \
   XX(cuMemCreate) XX(cuMemRelease) XX(cuMemAddressReserve) XX(cuMemAddressFree) \
   XX(cuMemMap) XX(cuMemUnmap) XX(cuMemSetAccess) XX(cuMemGetAllocationGranularity) \
-  XX(cuMemExportToShareableHandle) XX(cuMemImportFromShareableHandle)
+  XX(cuMemExportToShareableHandle) XX(cuMemImportFromShareableHandle)           \
+  XX(cuDeviceGetUuid)
 
 typedef struct {
 #define COLLGEN_CU_FIELD(name) __typeof__(&name) name;

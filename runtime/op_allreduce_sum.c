@@ -3,7 +3,11 @@
 ** runtime descriptor (op_runtime.h). Roles: input, output (may be the
 ** same buffer: in place). Groups of one rank are a copy, not a kernel.
 */
+#include <stdint.h>
+#include <string.h>
+
 #include "op_runtime.h"
+#include "shape.h"
 
 enum { ROLE_INPUT, ROLE_OUTPUT };
 
@@ -42,6 +46,68 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   kp->count = (unsigned long long)g->shape.elems;
 }
 
+/* ---- One process per GPU (op_runtime.h, stage_in) ----
+** Each rank's staging area holds two regions of staging_bytes / 2: IN,
+** which peers read (one-shot) or reduce in place (two-shot), and OUT, this
+** rank's own output when its buffer cannot take the kernel's stores. */
+typedef struct {
+  int input;          /* the input goes through region IN */
+  int output;         /* the output comes back from staging */
+  size_t out_offset;  /* ... at this offset of the rank's staging area */
+} staging_use;
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static staging_use staging_for(const collgen_comm_t *c, const collgen__call *call, const char *algo,
+                               int r) {
+  staging_use u;
+  const int ll = strcmp(algo, "ll") == 0, twoshot = strcmp(algo, "twoshot") == 0;
+  u.input = !ll || !aligned16(call->buffers[ROLE_INPUT][r]);
+  u.output = twoshot || !aligned16(call->buffers[ROLE_OUTPUT][r]);
+  u.out_offset = twoshot ? 0 : c->staging_bytes / 2; /* two-shot reduces region IN in place */
+  return u;
+}
+
+/* Queues a device-to-device copy on s (nothing for 0 bytes). */
+static int copy_async(collgen_comm_t *c, void *dst, const void *src, size_t bytes, CUstream s) {
+  if (bytes == 0) return COLLGEN_OK;
+  return collgen__cu_fail(collgen__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+                                                        (CUdeviceptr)(uintptr_t)src, bytes, s),
+                          "cuMemcpyDtoDAsync (staging)", c->err, sizeof c->err);
+}
+
+static void *staging_at(const collgen_comm_t *c, int r, size_t offset) {
+  return (void *)(uintptr_t)(c->staging[r] + offset);
+}
+
+static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                    const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
+  const size_t bytes = (size_t)g->bytes[ROLE_INPUT][r];
+  if (bytes > c->staging_bytes / 2)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "internal: %zu bytes do not fit a staging region", bytes);
+  const staging_use u = staging_for(c, call, algo, r);
+  if (u.input) {
+    int rc = copy_async(c, staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
+    if (rc != COLLGEN_OK) return rc;
+    for (int k = 0; k < size; ++k) kp->in[k] = staging_at(c, base + k, 0);
+  }
+  if (strcmp(algo, "twoshot") == 0) {
+    for (int k = 0; k < size; ++k) kp->out[k] = staging_at(c, base + k, 0);
+  } else if (u.output) {
+    kp->out[r - base] = staging_at(c, r, u.out_offset);
+  }
+  return COLLGEN_OK;
+}
+
+static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                     const char *algo, int r, CUstream s) {
+  const staging_use u = staging_for(c, call, algo, r);
+  if (!u.output) return COLLGEN_OK;
+  return copy_async(c, (void *)call->buffers[ROLE_OUTPUT][r], staging_at(c, r, u.out_offset),
+                    (size_t)g->bytes[ROLE_OUTPUT][r], s);
+}
+
 const collgen__op_runtime collgen__rt_allreduce_sum = {
     .op = COLLGEN_OP_ALLREDUCE_SUM,
     .nroles = 2,
@@ -52,6 +118,8 @@ const collgen__op_runtime collgen__rt_allreduce_sum = {
     .measure_group = measure_group,
     .finish_group = finish_group,
     .fill_rank = fill_rank,
+    .stage_in = stage_in,
+    .stage_out = stage_out,
 };
 
 int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
@@ -63,4 +131,45 @@ int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
       .buffers = {inputs, (const void *const *)outputs}, .group_size = group_size,
       .streams = streams};
   return collgen__op_run(c, &call);
+}
+
+int collgen_rank_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
+                               const int64_t *shape, const void *input, void *output,
+                               int group_size, collgen_stream_t stream) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  const int self = c->self < 0 ? 0 : c->self;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  const void *ins[COLLGEN_MAX_DEVICES] = {0};
+  void *outs[COLLGEN_MAX_DEVICES] = {0};
+  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
+  for (int r = 0; r < c->ndev; ++r) shapes[r] = shape;
+  ins[self] = input;
+  outs[self] = output;
+  streams[self] = stream;
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLREDUCE_SUM, .dtype = dtype, .tensor_rank = rank, .shapes = shapes,
+      .buffers = {ins, (const void *const *)outs}, .group_size = group_size,
+      .streams = streams, .per_rank = 1};
+  /* Calls larger than a staging region run as a sequence of whole calls on
+  ** consecutive pieces; every rank cuts the same pieces. The driver checks
+  ** everything else (it also reports a bad shape). */
+  int64_t n = 0;
+  const int esize = collgen__dtype_bytes(dtype);
+  if (c->self < 0 || !shape || rank < 1 || rank > 8 || esize == 0 ||
+      collgen__shape_product(shape, 0, rank, &n) != 0 ||
+      (uint64_t)n * (uint64_t)esize <= c->staging_bytes / 2)
+    return collgen__op_run(c, &call);
+  const int64_t piece = (int64_t)(c->staging_bytes / 2 / 16 * 16) / esize;
+  for (int64_t off = 0; off < n; off += piece) {
+    int64_t len = n - off < piece ? n - off : piece;
+    const int64_t *piece_shapes[COLLGEN_MAX_DEVICES];
+    for (int r = 0; r < c->ndev; ++r) piece_shapes[r] = &len;
+    ins[self] = (const char *)input + off * esize;
+    outs[self] = (char *)output + off * esize;
+    call.shapes = piece_shapes;
+    call.tensor_rank = 1;
+    int rc = collgen__op_run(c, &call);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  return COLLGEN_OK;
 }

@@ -10,10 +10,12 @@
 #include "op_runtime.h"
 #include "shape.h"
 
-/* One group's launch: kernel per rank, grid, block and parameters. */
+/* One group's launch: kernel per rank, grid, block, algorithm and
+** parameters. */
 typedef struct {
   CUfunction fn[COLLGEN_MAX_DEVICES];
   int grid, block;
+  char algo[16];
   collgen__kparams kp[COLLGEN_MAX_DEVICES];
 } launch_set;
 
@@ -154,7 +156,7 @@ static void common_shape(const collgen_comm_t *c, const collgen__call *call, col
 }
 
 int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
-                           CUfunction *fn, int *grid, int *block) {
+                           CUfunction *fn, int *grid, int *block, char algo[16]) {
   for (int r = base; r < base + size; ++r)
     if (strcmp(c->arch[r], c->arch[base]) != 0)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
@@ -171,11 +173,13 @@ int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, 
     return rc;
   }
   for (int r = base; r < base + size; ++r) {
+    if (!collgen__comm_is_local(c, r)) continue; /* another process loads it */
     rc = collgen__kernel_load(c, r, entry, &fn[r]);
     if (rc != COLLGEN_OK) return rc;
   }
   if (grid) *grid = plan->grid;
   if (block) *block = plan->block;
+  if (algo) snprintf(algo, 16, "%s", plan->algo);
   return COLLGEN_OK;
 }
 
@@ -231,6 +235,16 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
   if (!rt)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "unknown op %d",
                          (int)call->op);
+  if (call->per_rank != (c->self >= 0))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         call->per_rank ? "this communicator drives every rank "
+                                          "(collgen_comm_create): call the op without rank_"
+                                        : "this communicator drives one rank of a "
+                                          "multi-process job (collgen_comm_init_rank): "
+                                          "call collgen_rank_* instead");
+  if (call->per_rank && !rt->stage_in)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                         "%s has no one-process-per-GPU path yet", collgen__op_find(call->op)->name);
   rc = check_call(c, rt, call);
   if (rc != COLLGEN_OK) return rc;
 
@@ -245,12 +259,20 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     common_shape(c, call, &g->shape);
     rc = rt->measure_group(c, call, base, size, g);
     for (int r = base; rc == COLLGEN_OK && !g->empty && r < base + size; ++r)
-      rc = check_rank_buffers(c, rt, call, g, r);
+      if (collgen__comm_is_local(c, r)) rc = check_rank_buffers(c, rt, call, g, r);
     if (rc != COLLGEN_OK) return rc;
-    if (!g->empty && rt->finish_group) rt->finish_group(call, base, size, g);
+    if (call->per_rank) {
+      /* The peers' buffers are unknown here, so every rank plans the same
+      ** aligned, not-in-place call; stage_in makes this rank's buffers fit. */
+      g->shape.aligned16 = 1;
+      g->shape.inplace = 0;
+    } else if (!g->empty && rt->finish_group) {
+      rt->finish_group(call, base, size, g);
+    }
   }
   if (size == 1 && rt->copy_alone) {
-    for (int r = 0; rc == COLLGEN_OK && r < c->ndev; ++r) rc = copy_rank(c, rt, call, &groups[r], r);
+    for (int r = 0; rc == COLLGEN_OK && r < c->ndev; ++r)
+      if (collgen__comm_is_local(c, r)) rc = copy_rank(c, rt, call, &groups[r], r);
     return rc;
   }
 
@@ -260,19 +282,33 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     if (groups[grp].empty) continue;
     const int base = grp * size;
     rc = collgen__group_prepare(c, &groups[grp].shape, base, size, sets[grp].fn, &sets[grp].grid,
-                                &sets[grp].block);
+                                &sets[grp].block, sets[grp].algo);
     if (rc != COLLGEN_OK) return rc;
     for (int r = base; r < base + size; ++r) {
+      if (!collgen__comm_is_local(c, r)) continue;
       common_params(c, base, size, r, &sets[grp].kp[r]);
       rt->fill_rank(call, &groups[grp], base, size, r, &sets[grp].kp[r]);
     }
   }
 
-  /* 3. Launch every rank. */
+  /* 3. Launch every local rank (after staging its data in the one-process-
+  ** per-GPU mode). */
   for (int grp = 0; grp < ngroups; ++grp) {
     if (groups[grp].empty) continue;
-    for (int r = grp * size; rc == COLLGEN_OK && r < (grp + 1) * size; ++r)
-      rc = launch_rank(c, &sets[grp], r, (CUstream)call->streams[r]);
+    const int base = grp * size;
+    for (int r = base; rc == COLLGEN_OK && r < base + size; ++r) {
+      if (!collgen__comm_is_local(c, r)) continue;
+      CUstream s = (CUstream)call->streams[r];
+      if (call->per_rank) {
+        rc = collgen__cu_fail(collgen__cu.cuCtxSetCurrent(c->ctx[r]), "cuCtxSetCurrent", c->err,
+                              sizeof c->err);
+        if (rc == COLLGEN_OK)
+          rc = rt->stage_in(c, call, &groups[grp], sets[grp].algo, base, size, r, &sets[grp].kp[r], s);
+      }
+      if (rc == COLLGEN_OK) rc = launch_rank(c, &sets[grp], r, s);
+      if (rc == COLLGEN_OK && call->per_rank)
+        rc = rt->stage_out(c, call, &groups[grp], sets[grp].algo, r, s);
+    }
     if (rc != COLLGEN_OK) return rc;
   }
   return COLLGEN_OK;

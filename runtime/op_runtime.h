@@ -29,6 +29,9 @@ typedef struct {
   float eps, weight_offset;            /* rmsnorm ops */
   int group_size;                      /* resolved by the driver (0 = all) */
   const collgen_stream_t *streams;
+  /* A collgen_rank_* call (one process per GPU): only this process's rank
+  ** (c->self) has buffers and a stream; every rank's shape is given. */
+  int per_rank;
 } collgen__call;
 
 /* What measure_group learned about one group (ranks base..base+size-1). */
@@ -70,6 +73,19 @@ typedef struct {
   ** ones (signal pointers, error record, timeout, rank, group base). */
   void (*fill_rank)(const collgen__call *call, const collgen__group *g, int base, int size,
                     int r, collgen__kparams *kp);
+  /* One process per GPU: the kernel reaches the peers' signal buffers and
+  ** staging areas only (c->staging), never their user buffers. stage_in
+  ** points rank r's parameters at staging where the planned algorithm
+  ** (`algo`) needs it and queues the copies of r's data into its staging
+  ** on `s`; stage_out, after the launch, queues the copies from staging to
+  ** r's outputs. The planner saw an aligned, not-in-place call on every
+  ** rank (their buffers are unknown here), so stage_in also stages any of
+  ** r's buffers that is not 16-byte aligned. NULL: the op has no
+  ** one-process-per-GPU path yet (the call is refused). */
+  int (*stage_in)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                  const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s);
+  int (*stage_out)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                   const char *algo, int r, CUstream s);
 } collgen__op_runtime;
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
@@ -101,10 +117,11 @@ const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
 
 /* Plans `shape` (arch set here from rank base) for the group [base,
 ** base+size), fetches its cubin through the cache and loads it on every
-** rank of the group: fn[r] for each rank; *grid and *block when not NULL.
-** Loading waits for an idle device (CUDA driver behaviour). */
+** local rank of the group: fn[r] for each; *grid, *block and algo (the
+** plan's algorithm) when not NULL. Loading waits for an idle device (CUDA
+** driver behaviour). */
 int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
-                           CUfunction *fn, int *grid, int *block);
+                           CUfunction *fn, int *grid, int *block, char algo[16]);
 
 /* Finds or loads the kernel of cache entry `entry` in rank r's context. */
 struct collgen__entry;

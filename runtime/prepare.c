@@ -36,7 +36,7 @@ static int load_shape(collgen_comm_t *c, collgen_shape_t *s) {
   if (s->group_size == 1 && collgen__op_runtime_find(s->op)->copy_alone) return COLLGEN_OK;
   CUfunction fn[COLLGEN_MAX_DEVICES];
   for (int base = 0; base < c->ndev; base += s->group_size) {
-    int rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL, NULL);
+    int rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL, NULL, NULL);
     if (rc != COLLGEN_OK) return rc;
   }
   return COLLGEN_OK;
@@ -69,7 +69,7 @@ int collgen_comm_prepare_class(collgen_comm_t *c, const collgen_shape_class_t *c
                          "the class is for %d ranks, the communicator has %d", cls->ngpus,
                          c->ndev);
   collgen_shape_class_t local = *cls;
-  snprintf(local.arch, sizeof local.arch, "%s", c->arch[0]);
+  snprintf(local.arch, sizeof local.arch, "%s", c->arch[c->self < 0 ? 0 : c->self]);
   collgen_shape_t *shapes = NULL;
   int count = 0;
   int rc = collgen_plan_variants(c->gen, &local, &shapes, &count);

@@ -270,7 +270,15 @@ typedef struct collgen_comm_options {
   int max_blocks;          /* grid cap for every launch; 0 = planner default */
   int allow_shared_devices; /* test only: several ranks may map onto one GPU */
   unsigned launch_mask;    /* test only: launch only these ranks (0 = all) */
+  size_t staging_bytes;    /* one process per GPU: each rank's staging area, which
+                              peers read; 0 = COLLGEN_DEFAULT_STAGING_BYTES */
 } collgen_comm_options_t;
+
+/* Default staging area per rank in the one-process-per-GPU mode. Calls
+** larger than it run in chunks (docs/multiprocess.md). */
+#define COLLGEN_DEFAULT_STAGING_BYTES ((size_t)64 << 20)
+#define COLLGEN_MIN_STAGING_BYTES ((size_t)1 << 20)
+#define COLLGEN_MAX_STAGING_BYTES ((size_t)16 << 30)
 
 /* Fills options with defaults. */
 COLLGEN_API void collgen_comm_options_init(collgen_comm_options_t *options);
@@ -455,6 +463,40 @@ COLLGEN_API int collgen_unique_id_to_text(const collgen_unique_id_t *id, char *t
 ** COLLGEN_ERR_INVALID_ARG otherwise, naming the first offending character
 ** or the failed check; *id is then left untouched. */
 COLLGEN_API int collgen_unique_id_from_text(const char *text, collgen_unique_id_t *id);
+
+/* ---- One process per GPU: the communicator --------------------------- */
+
+/* Creates this process's rank `rank` (0..nranks-1, nranks 1..8) of a
+** communicator whose other ranks are other processes on this host, each
+** calling this with the same `id` (from collgen_get_unique_id, made once
+** and passed to every process) and nranks. `device` is the CUDA ordinal
+** this process drives. The processes meet on a Unix socket named by the id
+** (docs/multiprocess.md), share their signal buffers and staging areas
+** (options->staging_bytes each) as cuMem VMM allocations passed as file
+** descriptors, and check every pair for P2P. Collective: returns when every
+** rank has joined, or with COLLGEN_ERR_TIMEOUT naming the ranks that never
+** came (the bound is options->timeout_ms, else $COLLGEN_TIMEOUT_MS, else
+** COLLGEN_DEFAULT_TIMEOUT_MS). Every rank must pass the same max_blocks.
+** Other errors: _INVALID_ARG, _NO_DEVICE, _UNSUPPORTED (older than sm_80),
+** _PEER (a rank left or failed; named), _CUDA, _NO_DRIVER. Calls on it
+** use the collgen_rank_* functions; collgen_comm_abort in one process
+** stops the kernels of every process. Destroy with collgen_comm_destroy
+** (not collective). */
+COLLGEN_API int collgen_comm_init_rank(collgen_comm_t **comm, int nranks,
+                                       const collgen_unique_id_t *id, int rank, int device,
+                                       const collgen_comm_options_t *options);
+
+/* allreduce sum on a communicator of collgen_comm_init_rank: this
+** process's rank gives its input, output and stream; `shape` is the shape
+** every rank of the group holds. Same semantics, checks and error codes
+** as collgen_allreduce_sum, and the same bits. The kernel reads only the
+** peers' staging areas: inputs are copied into this rank's staging area on
+** `stream` when the planned algorithm needs it (not for LL), and calls
+** larger than half the staging area run as consecutive pieces. Capturable
+** in a CUDA graph (the copies are stream work). */
+COLLGEN_API int collgen_rank_allreduce_sum(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                           const int64_t *shape, const void *input, void *output,
+                                           int group_size, collgen_stream_t stream);
 
 /* An application's own all-gather, for programs that already have a
 ** bootstrap (MPI, torch.distributed): it must block until every rank's

@@ -174,6 +174,14 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream 
   return CUDA_SUCCESS;
 }
 
+/* Device d's UUID: its ordinal in the first byte, the rest a fixed tag. */
+CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  memset(u->bytes, 0x5a, sizeof u->bytes);
+  u->bytes[0] = (char)d;
+  return CUDA_SUCCESS;
+}
+
 /* ---- VMM: an allocation is a memfd, so separate processes really share
 ** it; its handle is the fd + 1. Mapped with mmap at reserved addresses. */
 #define FAKE_VMM_GRANULE (2u << 20)

@@ -27,4 +27,24 @@ typedef struct {
 
 /* The process-wide counters (zero them to start a measurement). */
 fake_cuda_stats_t *fake_cuda_stats(void);
+
+#ifdef FAKE_CUDA_PATH /* only in the test programs that use the stand-in */
+#include <dlfcn.h>
+#include <stdlib.h>
+
+/* For the tests that run collgen on the stand-in: points collgen at the
+** library `path` ($COLLGEN_CUDA_LIBRARY), clears the FAKE_CUDA_* settings
+** and returns the library's counters (the same handle collgen dlopens), or
+** NULL with dlerror() saying why. */
+static inline fake_cuda_stats_t *fake_cuda_use(const char *path) {
+  setenv("COLLGEN_CUDA_LIBRARY", path, 1);
+  unsetenv("FAKE_CUDA_NO_P2P");
+  unsetenv("FAKE_CUDA_SM");
+  unsetenv("FAKE_CUDA_DEVICES");
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return NULL;
+  fake_cuda_stats_t *(*get)(void) = (fake_cuda_stats_t * (*)(void)) dlsym(lib, "fake_cuda_stats");
+  return get ? get() : NULL;
+}
+#endif
 #endif

@@ -31,16 +31,9 @@ static char cache_dir[256];
 static fake_cuda_stats_t *stats;
 
 static void setup(void) {
-  setenv("COLLGEN_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
-  unsetenv("FAKE_CUDA_NO_P2P");
-  unsetenv("FAKE_CUDA_SM");
-  unsetenv("FAKE_CUDA_DEVICES");
   tu_make_temp_dir(cache_dir, sizeof cache_dir);
-  void *lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL); /* the handle collgen gets too */
-  cr_assert(lib, "%s", dlerror());
-  fake_cuda_stats_t *(*get)(void) = (fake_cuda_stats_t * (*)(void)) dlsym(lib, "fake_cuda_stats");
-  cr_assert(get);
-  stats = get();
+  stats = fake_cuda_use(FAKE_CUDA_PATH);
+  cr_assert(stats, "%s", dlerror());
 }
 
 static void teardown(void) { tu_remove_tree(cache_dir); }

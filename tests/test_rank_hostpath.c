@@ -1,0 +1,238 @@
+/*
+** test_rank_hostpath.c -- the one-process-per-GPU communicator's host path
+** on the stand-in driver (fake_cuda.c), in forked processes: creation over
+** the bootstrap, the exchange of VMM signal buffers and staging areas
+** (memfds, so the processes really share them), per-rank calls (which
+** kernel is launched, what is staged where), mode mismatches, an abort that
+** reaches the other process's buffer, and destroy releasing every handle.
+** Kernels do not run here; the GPU tests check results.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collgen.h"
+#include "devbuf.h"
+#include "fake_cuda.h"
+#include "test_util.h"
+
+static char cache_dir[256];
+static fake_cuda_stats_t *stats;
+
+static void setup(void) {
+  tu_make_temp_dir(cache_dir, sizeof cache_dir);
+  stats = fake_cuda_use(FAKE_CUDA_PATH);
+  cr_assert(stats, "%s", dlerror());
+}
+
+static void teardown(void) { tu_remove_tree(cache_dir); }
+
+TestSuite(rank_hostpath, .init = setup, .fini = teardown);
+
+/* What a child reports back (shared memory, one slot per rank). */
+typedef struct {
+  int rc[8];          /* 0 = every check passed, else the failed step */
+  char why[8][256];
+} report_t;
+
+static report_t *report_new(void) {
+  report_t *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(r != MAP_FAILED);
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+#define CHILD_CHECK(rep, rank, step, cond, ...)                                 \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      (rep)->rc[rank] = (step);                                                 \
+      snprintf((rep)->why[rank], sizeof (rep)->why[rank], __VA_ARGS__);          \
+      _exit(1);                                                                 \
+    }                                                                           \
+  } while (0)
+
+static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
+                                  int rank) {
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.timeout_ms = 5000;
+  o.staging_bytes = 8u << 20;
+  collgen_comm_t *c = NULL;
+  int rc = collgen_comm_init_rank(&c, nranks, id, rank, rank % 2, &o);
+  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_OK, "init_rank: %s: %s", collgen_status_name(rc),
+              collgen_last_error());
+  return c;
+}
+
+static void wait_children(pid_t *pids, int n, report_t *rep) {
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: step %d: %s", i,
+              rep->rc[i], rep->why[i]);
+  }
+}
+
+/* Two processes: both create their rank, every rank's signal buffer is
+** mapped in both (a byte written by one is read by the other), an LL-sized
+** call stages nothing and a larger call stages its input (the bytes land in
+** the staging area the other process reads); the one-process calls are
+** refused on this communicator and vice versa; destroy releases every VMM
+** handle. */
+static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                            int pipe_r) {
+  (void)pipe_w;
+  (void)pipe_r;
+  collgen_comm_t *c = child_comm(rep, id, 2, rank);
+  collgen_comm_info_t info;
+  CHILD_CHECK(rep, rank, 2, collgen_comm_info(c, &info) == COLLGEN_OK && info.ndev == 2 &&
+              info.p2p[0][1] && info.p2p[1][0], "info: ndev %d p2p %d %d", info.ndev,
+              info.p2p[0][1], info.p2p[1][0]);
+  /* the signal buffers are shared: rank 0 writes into rank 1's, rank 1 reads */
+  volatile unsigned char *sig1 = (volatile unsigned char *)(uintptr_t)c->signal[1];
+  CHILD_CHECK(rep, rank, 3, sig1 != NULL && c->staging[0] && c->staging[1], "buffers not mapped");
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 4, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  const size_t small = 4096 * 2, large = (1u << 20) * 2;
+  unsigned char *in = aligned_alloc(256, large), *out = aligned_alloc(256, large);
+  for (size_t i = 0; i < large; ++i) in[i] = (unsigned char)(i * 7 + 13 * rank);
+  int64_t n_small = 4096, n_large = 1 << 20;
+  memset(stats, 0, sizeof *stats);
+  int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n_small, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 5, rc == COLLGEN_OK, "small call: %s", collgen_comm_last_error(c));
+  CHILD_CHECK(rep, rank, 6, stats->launches == 1 && stats->copies == 0 &&
+              strstr(stats->log[0].kernel, "_ll"), "small call: %ld launches, %ld copies, %s",
+              stats->launches, stats->copies, stats->log[0].kernel);
+  (void)small;
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n_large, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 7, rc == COLLGEN_OK, "large call: %s", collgen_comm_last_error(c));
+  CHILD_CHECK(rep, rank, 8, stats->launches == 2 && stats->copies >= 1,
+              "large call: %ld launches, %ld copies", stats->launches, stats->copies);
+  CHILD_CHECK(rep, rank, 9,
+              memcmp((const void *)(uintptr_t)c->staging[rank], in, large) == 0,
+              "the input was not staged into this rank's staging area");
+  /* mode mismatch */
+  const int64_t *shapes[2] = {&n_small, &n_small};
+  const void *ins[2] = {in, in};
+  void *outs[2] = {out, out};
+  collgen_stream_t ss[2] = {s, s};
+  rc = collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, shapes, ins, outs, 0, ss);
+  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "collgen_rank_"), "one-process call: %s",
+              collgen_comm_last_error(c));
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, NULL, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_ERR_INVALID_ARG, "NULL shape: %s",
+              collgen_status_name(rc));
+  free(in);
+  free(out);
+  collgen__dev_stream_destroy(c, rank, s);
+  long live = stats->vmm_handles;
+  collgen_comm_destroy(c);
+  CHILD_CHECK(rep, rank, 12, stats->vmm_handles == live - 4,
+              "destroy left %ld of 4 VMM handles (2 own, 2 imported)", stats->vmm_handles - live + 4);
+  _exit(0);
+}
+
+/* Runs child(rep, id, rank, pipe write end, pipe read end) in two forked
+** processes with a fresh id and waits for both to pass. */
+typedef void (*child_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                         int pipe_r);
+
+static void run_two(child_fn child) {
+  collgen_unique_id_t id;
+  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+  report_t *rep = report_new();
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) child(rep, &id, r, fds[1], fds[0]);
+  }
+  wait_children(pids, 2, rep);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_two(two_ranks_child); }
+
+/* An abort in one process overwrites the other process's signal buffer
+** too (through its mapping), so that process's kernels would stop. */
+static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                        int pipe_r) {
+  collgen_comm_t *c = child_comm(rep, id, 2, rank);
+  char byte = 0;
+  if (rank == 0) {
+    CHILD_CHECK(rep, rank, 2, collgen_comm_abort(c) == COLLGEN_OK, "abort: %s",
+                collgen_comm_last_error(c));
+    CHILD_CHECK(rep, rank, 3, write(pipe_w, "a", 1) == 1, "pipe");
+  } else {
+    CHILD_CHECK(rep, rank, 2, read(pipe_r, &byte, 1) == 1, "pipe");
+    const collgen__signal *own = (const collgen__signal *)(uintptr_t)c->signal[rank];
+    CHILD_CHECK(rep, rank, 3, own->counter[0][0] == COLLGEN_ABORT_MARK &&
+                own->ll_epoch[0] == COLLGEN_ABORT_MARK && own->abort_flag != 0,
+                "this rank's buffer was not marked by the other process's abort");
+  }
+  collgen_comm_destroy(c);
+  _exit(0);
+}
+
+Test(rank_hostpath, an_abort_reaches_the_other_process) { run_two(abort_child); }
+
+/* A rank that never comes: the other gets COLLGEN_ERR_TIMEOUT naming it,
+** within the bound. */
+Test(rank_hostpath, a_missing_rank_times_out_named) {
+  collgen_unique_id_t id;
+  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.timeout_ms = 300;
+  collgen_comm_t *c = NULL;
+  double t0 = collgen__now_ms();
+  int rc = collgen_comm_init_rank(&c, 2, &id, 0, 0, &o);
+  double ms = collgen__now_ms() - t0;
+  cr_expect_eq(rc, COLLGEN_ERR_TIMEOUT, "%s", collgen_status_name(rc));
+  cr_expect(strstr(collgen_last_error(), "1"), "%s", collgen_last_error());
+  cr_expect_lt(ms, 3000, "gave up after %.0f ms", ms);
+  cr_expect_null(c);
+}
+
+/* Bad arguments are refused before anything is opened. */
+Test(rank_hostpath, bad_arguments_are_refused) {
+  collgen_unique_id_t id;
+  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+  collgen_comm_t *c = NULL;
+  cr_expect_eq(collgen_comm_init_rank(NULL, 2, &id, 0, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 2, NULL, 0, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 0, &id, 0, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 9, &id, 0, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 2, &id, 2, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 2, &id, -1, 0, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_comm_init_rank(&c, 1, &id, 0, 7, NULL), COLLGEN_ERR_NO_DEVICE);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.staging_bytes = 1000;
+  cr_expect_eq(collgen_comm_init_rank(&c, 1, &id, 0, 0, &o), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_null(c);
+  /* a one-process communicator refuses the per-rank call */
+  int devices[2] = {0, 1};
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  cr_assert_eq(collgen_comm_create(&c, 2, devices, &o), COLLGEN_OK);
+  int64_t n = 16;
+  cr_expect_eq(collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, &n, (void *)64, (void *)128, 0,
+                                          NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_comm_last_error(c), "drives every rank"), "%s",
+            collgen_comm_last_error(c));
+  collgen_comm_destroy(c);
+}
