@@ -6,8 +6,9 @@
 ** planner: allreduce elems 0..300, every value near each power of two up
 ** to 2^40 and near the LL limit, random sizes up to 2^40; the RMSNorm ops'
 ** rows 0..600, near powers of two and the LL row limit of each cols, random
-** up to 2^40 elements; each aligned or not, in place or not, every group
-** size dividing ngpus (allreduce over groups of one is a copy in the
+** up to 2^40 elements; each aligned or not, in place or not (allreduce; the
+** shape's inplace field is the allreduce's only, see collgen.h), every
+** group size dividing ngpus (allreduce over groups of one is a copy in the
 ** runtime, so none), several grid caps.
 */
 #define _GNU_SOURCE
@@ -114,12 +115,11 @@ static void sweep_allreduce(sweep *s, collgen_shape_t base, const int64_t *sizes
 
 static void sweep_rmsnorm(sweep *s, collgen_shape_t base, const int64_t *sizes, int n) {
   for (int i = 0; i < n; ++i)
-    for (int flags = 0; flags < 4; ++flags)
+    for (int aligned = 0; aligned < 2; ++aligned)
       for (size_t m = 0; m < sizeof MAX_BLOCKS / sizeof MAX_BLOCKS[0]; ++m) {
         collgen_shape_t sh = base;
         sh.rows = sizes[i];
-        sh.aligned16 = flags & 1;
-        sh.inplace = flags >> 1;
+        sh.aligned16 = aligned;
         sh.max_blocks = MAX_BLOCKS[m];
         fetch(s, &sh);
       }
