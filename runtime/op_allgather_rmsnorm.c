@@ -5,6 +5,8 @@
 ** may overlap where one is written.
 */
 #include "dtype_convert.h"
+#include <string.h>
+
 #include "op_runtime.h"
 #include "shape.h"
 
@@ -72,6 +74,26 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset); /* as the dtype holds it */
 }
 
+/* One process per GPU: the barrier kernels read every shard from its
+** owner's staging area (region IN); the LL kernel reads only this rank's
+** own shard. Outputs are this rank's own. */
+static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                    const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
+  int rc = collgen__stage_check_aligned(c, &collgen__rt_allgather_rmsnorm, call, g, r);
+  if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
+  const size_t bytes = (size_t)g->bytes[ROLE_INPUT][r];
+  rc = collgen__stage_fits(c, "this rank's shard", bytes);
+  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
+  for (int k = 0; rc == COLLGEN_OK && k < size; ++k) kp->in[k] = collgen__staging_at(c, base + k, 0);
+  return rc;
+}
+
+static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                     const char *algo, int r, CUstream s) {
+  (void)c, (void)call, (void)g, (void)algo, (void)r, (void)s;
+  return COLLGEN_OK; /* the outputs are written in place */
+}
+
 const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .op = COLLGEN_OP_ALLGATHER_RMSNORM,
     .nroles = 4,
@@ -80,6 +102,8 @@ const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
+    .stage_in = stage_in,
+    .stage_out = stage_out,
 };
 
 int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
@@ -94,5 +118,29 @@ int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank
                   gammas},
       .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
       .streams = streams};
+  return collgen__op_run(c, &call);
+}
+
+int collgen_rank_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
+                                   const int64_t *const *shard_shapes, const void *input,
+                                   void *out_normed, void *out_residual, const void *gamma,
+                                   float eps, float weight_offset, int group_size,
+                                   collgen_stream_t stream) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  const int self = c->self < 0 ? 0 : c->self;
+  const void *ins[COLLGEN_MAX_DEVICES] = {0}, *gammas[COLLGEN_MAX_DEVICES] = {0};
+  void *normed[COLLGEN_MAX_DEVICES] = {0}, *residual[COLLGEN_MAX_DEVICES] = {0};
+  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
+  ins[self] = input;
+  normed[self] = out_normed;
+  residual[self] = out_residual;
+  gammas[self] = gamma;
+  streams[self] = stream;
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+      .shapes = shard_shapes,
+      .buffers = {ins, (const void *const *)normed, (const void *const *)residual, gammas},
+      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
+      .streams = streams, .per_rank = 1};
   return collgen__op_run(c, &call);
 }

@@ -6,8 +6,12 @@
 ** exactly residual_in (in place); no other pair may overlap where one is
 ** written. A group of one rank still runs its kernel (add and normalize).
 */
+#include <stdint.h>
+#include <string.h>
+
 #include "dtype_convert.h"
 #include "op_runtime.h"
+#include "shape.h"
 
 enum { ROLE_X, ROLE_RESIDUAL_IN, ROLE_NORMED, ROLE_RESIDUAL_OUT, ROLE_GAMMA };
 
@@ -50,6 +54,32 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset); /* as the dtype holds it */
 }
 
+/* One process per GPU: one-shot and row split read every rank's x from its
+** staging area (region IN); row split also writes every rank's rows of
+** residual_out into region OUT, which this rank then copies to its
+** residual_out. LL reads only this rank's own buffers. */
+static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                    const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
+  int rc = collgen__stage_check_aligned(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, r);
+  if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
+  const size_t bytes = (size_t)g->bytes[ROLE_X][r];
+  rc = collgen__stage_fits(c, "x", bytes); /* the caller cut it into pieces */
+  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_X][r], bytes, s);
+  for (int k = 0; rc == COLLGEN_OK && k < size; ++k) {
+    kp->in[k] = collgen__staging_at(c, base + k, 0);
+    if (strcmp(algo, "rowsplit") == 0) kp->out[k] = collgen__staging_at(c, base + k, c->staging_bytes / 2);
+  }
+  return rc;
+}
+
+static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                     const char *algo, int r, CUstream s) {
+  if (strcmp(algo, "rowsplit") != 0) return COLLGEN_OK;
+  return collgen__stage_copy(c, (void *)call->buffers[ROLE_RESIDUAL_OUT][r],
+                             collgen__staging_at(c, r, c->staging_bytes / 2),
+                             (size_t)g->bytes[ROLE_RESIDUAL_OUT][r], s);
+}
+
 const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
     .nroles = 5,
@@ -59,6 +89,8 @@ const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
+    .stage_in = stage_in,
+    .stage_out = stage_out,
 };
 
 int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
@@ -75,4 +107,61 @@ int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype,
       .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
       .streams = streams};
   return collgen__op_run(c, &call);
+}
+
+int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
+                                            const int64_t *shape, const void *x,
+                                            const void *residual_in, void *out_normed,
+                                            void *residual_out, const void *gamma, float eps,
+                                            float weight_offset, int group_size,
+                                            collgen_stream_t stream) {
+  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
+  const int self = c->self < 0 ? 0 : c->self;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  const void *xs[COLLGEN_MAX_DEVICES] = {0}, *res_in[COLLGEN_MAX_DEVICES] = {0};
+  const void *gammas[COLLGEN_MAX_DEVICES] = {0};
+  void *normed[COLLGEN_MAX_DEVICES] = {0}, *res_out[COLLGEN_MAX_DEVICES] = {0};
+  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
+  for (int r = 0; r < c->ndev; ++r) shapes[r] = shape;
+  xs[self] = x;
+  res_in[self] = residual_in;
+  normed[self] = out_normed;
+  res_out[self] = residual_out;
+  gammas[self] = gamma;
+  streams[self] = stream;
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+      .shapes = shapes,
+      .buffers = {xs, res_in, (const void *const *)normed, (const void *const *)res_out, gammas},
+      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
+      .streams = streams, .per_rank = 1};
+  /* Calls larger than a staging region run as consecutive row ranges (rows
+  ** are independent); every rank cuts the same ranges. The driver checks
+  ** everything else, and reports a bad shape. */
+  int64_t elems = 0;
+  const int esize = collgen__dtype_bytes(dtype);
+  if (c->self < 0 || !shape || rank < 2 || rank > 8 || esize == 0 ||
+      collgen__shape_product(shape, 0, rank, &elems) != 0 ||
+      (uint64_t)elems * (uint64_t)esize <= c->staging_bytes / 2)
+    return collgen__op_run(c, &call);
+  const int64_t cols = shape[rank - 1], rows = elems / cols;
+  const int64_t row_bytes = cols * esize;
+  int rc = collgen__stage_fits(c, "one row", (size_t)row_bytes);
+  if (rc != COLLGEN_OK) return rc;
+  const int64_t piece = (int64_t)(c->staging_bytes / 2) / row_bytes;
+  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+    int64_t piece_shape[2] = {rows - r0 < piece ? rows - r0 : piece, cols};
+    const int64_t *piece_shapes[COLLGEN_MAX_DEVICES];
+    for (int r = 0; r < c->ndev; ++r) piece_shapes[r] = piece_shape;
+    const int64_t off = r0 * row_bytes;
+    xs[self] = (const char *)x + off;
+    res_in[self] = (const char *)residual_in + off;
+    normed[self] = (char *)out_normed + off;
+    res_out[self] = (char *)residual_out + off;
+    call.shapes = piece_shapes;
+    call.tensor_rank = 2;
+    rc = collgen__op_run(c, &call);
+    if (rc != COLLGEN_OK) return rc;
+  }
+  return COLLGEN_OK;
 }

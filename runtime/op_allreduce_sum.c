@@ -68,34 +68,21 @@ static staging_use staging_for(const collgen_comm_t *c, const collgen__call *cal
   return u;
 }
 
-/* Queues a device-to-device copy on s (nothing for 0 bytes). */
-static int copy_async(collgen_comm_t *c, void *dst, const void *src, size_t bytes, CUstream s) {
-  if (bytes == 0) return COLLGEN_OK;
-  return collgen__cu_fail(collgen__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
-                                                        (CUdeviceptr)(uintptr_t)src, bytes, s),
-                          "cuMemcpyDtoDAsync (staging)", c->err, sizeof c->err);
-}
-
-static void *staging_at(const collgen_comm_t *c, int r, size_t offset) {
-  return (void *)(uintptr_t)(c->staging[r] + offset);
-}
-
 static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                     const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
   const size_t bytes = (size_t)g->bytes[ROLE_INPUT][r];
-  if (bytes > c->staging_bytes / 2)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "internal: %zu bytes do not fit a staging region", bytes);
+  int rc = collgen__stage_fits(c, "the input", bytes); /* the caller cut it into pieces */
+  if (rc != COLLGEN_OK) return rc;
   const staging_use u = staging_for(c, call, algo, r);
   if (u.input) {
-    int rc = copy_async(c, staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
+    rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
     if (rc != COLLGEN_OK) return rc;
-    for (int k = 0; k < size; ++k) kp->in[k] = staging_at(c, base + k, 0);
+    for (int k = 0; k < size; ++k) kp->in[k] = collgen__staging_at(c, base + k, 0);
   }
   if (strcmp(algo, "twoshot") == 0) {
-    for (int k = 0; k < size; ++k) kp->out[k] = staging_at(c, base + k, 0);
+    for (int k = 0; k < size; ++k) kp->out[k] = collgen__staging_at(c, base + k, 0);
   } else if (u.output) {
-    kp->out[r - base] = staging_at(c, r, u.out_offset);
+    kp->out[r - base] = collgen__staging_at(c, r, u.out_offset);
   }
   return COLLGEN_OK;
 }
@@ -104,7 +91,7 @@ static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen
                      const char *algo, int r, CUstream s) {
   const staging_use u = staging_for(c, call, algo, r);
   if (!u.output) return COLLGEN_OK;
-  return copy_async(c, (void *)call->buffers[ROLE_OUTPUT][r], staging_at(c, r, u.out_offset),
+  return collgen__stage_copy(c, (void *)call->buffers[ROLE_OUTPUT][r], collgen__staging_at(c, r, u.out_offset),
                     (size_t)g->bytes[ROLE_OUTPUT][r], s);
 }
 

@@ -112,6 +112,21 @@ int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
 int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
                               int64_t *elems);
 
+/* ---- One process per GPU: staging helpers (op_staging.c) ---- */
+/* Rank r's staging area at `offset`, as mapped in this process. Each area
+** has two regions of staging_bytes / 2: IN at 0 (what peers read, or
+** reduce in place) and OUT at staging_bytes / 2. */
+void *collgen__staging_at(const collgen_comm_t *c, int r, size_t offset);
+/* Queues a device-to-device copy on s (nothing for 0 bytes). */
+int collgen__stage_copy(collgen_comm_t *c, void *dst, const void *src, size_t bytes, CUstream s);
+/* COLLGEN_ERR_INVALID_ARG (naming `what` and the staging size to ask for)
+** when `bytes` do not fit one staging region. */
+int collgen__stage_fits(collgen_comm_t *c, const char *what, size_t bytes);
+/* COLLGEN_ERR_ALIGNMENT unless every used buffer of rank r is 16-byte
+** aligned (ops whose staging does not take any alignment). */
+int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *rt,
+                                 const collgen__call *call, const collgen__group *g, int r);
+
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
 

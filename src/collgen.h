@@ -498,6 +498,31 @@ COLLGEN_API int collgen_rank_allreduce_sum(collgen_comm_t *comm, collgen_dtype_t
                                            const int64_t *shape, const void *input, void *output,
                                            int group_size, collgen_stream_t stream);
 
+/* allgather_rmsnorm on a communicator of collgen_comm_init_rank: this
+** rank gives its shard, outputs, gamma and stream; `shard_shapes` holds
+** every rank's shard shape (nranks entries, as in collgen_allgather_rmsnorm).
+** Same semantics, checks, error codes and bits as collgen_allgather_rmsnorm,
+** plus two limits of this mode: buffers must be 16-byte aligned
+** (COLLGEN_ERR_ALIGNMENT), and a shard must fit half the staging area
+** (COLLGEN_ERR_INVALID_ARG names the staging_bytes to ask for). */
+COLLGEN_API int collgen_rank_allgather_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                               int rank, const int64_t *const *shard_shapes,
+                                               const void *input, void *out_normed,
+                                               void *out_residual, const void *gamma, float eps,
+                                               float weight_offset, int group_size,
+                                               collgen_stream_t stream);
+
+/* allreduce_residual_rmsnorm on a communicator of collgen_comm_init_rank:
+** this rank's x, residual_in, outputs, gamma and stream; `shape` is the
+** shape every rank holds. Same semantics, checks, error codes and bits as
+** collgen_allreduce_residual_rmsnorm; buffers must be 16-byte aligned
+** (COLLGEN_ERR_ALIGNMENT). Calls larger than half the staging area run as
+** consecutive row ranges. */
+COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
+    const void *residual_in, void *out_normed, void *residual_out, const void *gamma, float eps,
+    float weight_offset, int group_size, collgen_stream_t stream);
+
 /* An application's own all-gather, for programs that already have a
 ** bootstrap (MPI, torch.distributed): it must block until every rank's
 ** `bytes` bytes `mine` are in `all`, rank i's at all + i * bytes (the

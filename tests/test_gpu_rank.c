@@ -5,7 +5,9 @@
 ** collgen_comm_init_rank and calling collgen_rank_allreduce_sum. Every
 ** process builds every rank's inputs from one shared seed, so each checks
 ** its own output against the CPU reference, bit for bit (the same bits as
-** the one-process mode, whose reference is the same). Outputs are poisoned
+** the one-process mode, whose reference is the same); the norm ops'
+** residuals bit for bit and normed within the reference's bound, with
+** every rank's outputs bitwise equal (hashes). Outputs are poisoned
 ** before each call; in place and out of place; sizes from 1 element to
 ** calls cut into pieces by the staging area; CUDA-graph replay with new
 ** data. A child reports failures through shared memory.
@@ -24,9 +26,12 @@
 #include "test_gpu.h"
 #include "test_util.h"
 
+#define HASH_SLOTS 64
+
 typedef struct {
   int failed[8];
   char why[8][384];
+  uint64_t hash[8][HASH_SLOTS]; /* per rank: hashes of the norm ops' outputs */
 } rank_report;
 
 #define RANK_CHECK(rep, r, cond, ...)                                           \
@@ -50,6 +55,7 @@ typedef struct {
   int rank, nranks;
   rank_report *rep;
   void *host[8], *want, *got, *in, *out;
+  void *aux[3]; /* residual_in, residual_out, gamma */
 } rank_ctx;
 
 /* One checked call: fresh inputs (seed), poisoned output, exact result. */
@@ -87,6 +93,120 @@ static void rank_round(rank_ctx *x, collgen_dtype_t dt, int64_t n, int inplace, 
   }
 }
 
+/* FNV-1a of a buffer: ranks report their outputs' hashes, the parent
+** checks that every rank of the group wrote the same bytes. */
+static uint64_t fnv(const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+/* Checks normed rows (rows x cols) against the exact value computed from
+** the reference's rounded residual rows, within collgen__ref_close. */
+static void check_normed(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols,
+                         const void *residual, const void *gamma, float w, const char *what) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const double scale = collgen__ref_rmsnorm_scale(dt, residual, row, cols, 1e-5f);
+    for (int64_t k = 0; k < cols; ++k) {
+      const int64_t i = row * cols + k;
+      const double exact = collgen__ref_load(dt, residual, i) * scale *
+                           ((double)collgen__ref_load(dt, gamma, k) + (double)w);
+      const double got = collgen__ref_load(dt, x->got, i);
+      RANK_CHECK(x->rep, x->rank, collgen__ref_close(dt, got, exact),
+                 "%s dtype %d %lld x %lld: normed[%lld][%lld] = %g, exact %g", what, (int)dt,
+                 (long long)rows, (long long)cols, (long long)row, (long long)k, got, exact);
+    }
+  }
+}
+
+/* One checked fused call (rows x cols, every rank's x from the seed, the
+** same residual_in and gamma on every rank), in place or not; reports the
+** hashes of both outputs in slot `slot`. */
+static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols, int inplace,
+                        uint64_t seed, int slot) {
+  const int es = collgen__dtype_bytes(dt);
+  const size_t bytes = (size_t)(rows * cols) * (size_t)es;
+  uint64_t state = seed | 1;
+  for (int r = 0; r < x->nranks; ++r) collgen__ref_fill_random(dt, x->host[r], rows * cols, &state);
+  void *res_in = malloc(bytes + 1), *gamma = malloc((size_t)cols * es), *ref_res = malloc(bytes + 1);
+  collgen__ref_fill_random(dt, res_in, rows * cols, &state);
+  collgen__ref_fill_random(dt, gamma, cols, &state);
+  const float w = 1.0f;
+  collgen__ref_allreduce_residual_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host,
+                                          res_in, gamma, 1e-5f, w, x->want, ref_res);
+  void *d_res_in = x->aux[0], *d_res_out = inplace ? d_res_in : x->aux[1], *d_gamma = x->aux[2];
+  RANK_CHECK(x->rep, x->rank,
+             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK &&
+             collgen__dev_upload(x->c, x->rank, d_res_in, res_in, bytes) == COLLGEN_OK &&
+             collgen__dev_upload(x->c, x->rank, d_gamma, gamma, (size_t)cols * es) == COLLGEN_OK &&
+             collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes) == COLLGEN_OK &&
+             (inplace || collgen__dev_fill(x->c, x->rank, d_res_out, 0xff, bytes) == COLLGEN_OK),
+             "upload");
+  int64_t shape[2] = {rows, cols};
+  int rc = collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, d_res_in, x->out,
+                                                   d_res_out, d_gamma, 1e-5f, w, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fused %lld x %lld: %s", (long long)rows,
+             (long long)cols, collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
+             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, d_res_out, bytes) ==
+             COLLGEN_OK, "download");
+  RANK_CHECK(x->rep, x->rank, memcmp(x->got, ref_res, bytes) == 0,
+             "fused dtype %d %lld x %lld inplace %d: residual_out differs from the reference",
+             (int)dt, (long long)rows, (long long)cols, inplace);
+  x->rep->hash[x->rank][slot] = fnv(x->got, bytes);
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out, bytes) ==
+             COLLGEN_OK, "download");
+  check_normed(x, dt, rows, cols, ref_res, gamma, w, "fused");
+  x->rep->hash[x->rank][slot] ^= fnv(x->got, bytes) * 3;
+  free(res_in);
+  free(gamma);
+  free(ref_res);
+}
+
+/* One checked allgather_rmsnorm: rank r's shard has rows0 + r rows. */
+static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t cols,
+                         uint64_t seed, int slot) {
+  const int es = collgen__dtype_bytes(dt);
+  int64_t rows[8], total = 0, shapes_store[8][2];
+  const int64_t *shapes[8];
+  for (int r = 0; r < x->nranks; ++r) {
+    rows[r] = rows0 + r;
+    total += rows[r];
+    shapes_store[r][0] = rows[r];
+    shapes_store[r][1] = cols;
+    shapes[r] = shapes_store[r];
+  }
+  uint64_t state = seed | 1;
+  for (int r = 0; r < x->nranks; ++r) collgen__ref_fill_random(dt, x->host[r], rows[r] * cols, &state);
+  void *gamma = malloc((size_t)cols * es), *ref_res = malloc((size_t)(total * cols) * es + 1);
+  collgen__ref_fill_random(dt, gamma, cols, &state);
+  const float w = 0.0f;
+  collgen__ref_allgather_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host, gamma,
+                                 1e-5f, w, x->want, ref_res);
+  const size_t out_bytes = (size_t)(total * cols) * es;
+  RANK_CHECK(x->rep, x->rank,
+             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank],
+                                 (size_t)(rows[x->rank] * cols) * es) == COLLGEN_OK &&
+             collgen__dev_upload(x->c, x->rank, x->aux[2], gamma, (size_t)cols * es) == COLLGEN_OK &&
+             collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_bytes) == COLLGEN_OK &&
+             collgen__dev_fill(x->c, x->rank, x->aux[1], 0xff, out_bytes) == COLLGEN_OK, "upload");
+  int rc = collgen_rank_allgather_rmsnorm(x->c, dt, 2, shapes, x->in, x->out, x->aux[1], x->aux[2],
+                                          1e-5f, w, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "allgather_rmsnorm: %s", collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
+             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->aux[1], out_bytes) ==
+             COLLGEN_OK && memcmp(x->got, ref_res, out_bytes) == 0,
+             "allgather_rmsnorm dtype %d cols %lld: gathered residual differs", (int)dt, (long long)cols);
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out, out_bytes) ==
+             COLLGEN_OK, "download");
+  check_normed(x, dt, total, cols, ref_res, gamma, w, "allgather_rmsnorm");
+  x->rep->hash[x->rank][slot] = fnv(x->got, out_bytes);
+  free(gamma);
+  free(ref_res);
+}
+
 static const int64_t RANK_SIZES[] = {1, 7, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
 
 static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
@@ -105,14 +225,31 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
   x.rep = rep;
   int rc = collgen_comm_init_rank(&x.c, nranks, id, rank, device, &o);
   RANK_CHECK(rep, rank, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
+  static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
   const size_t cap = (size_t)(3 * (1 << 20) + 5) * 4;
   for (int r = 0; r < nranks; ++r) x.host[r] = malloc(cap);
   x.want = malloc(cap);
   x.got = malloc(cap);
   RANK_CHECK(rep, rank, collgen__dev_stream_create(x.c, rank, &x.s) == COLLGEN_OK &&
              collgen__dev_alloc(x.c, rank, cap, &x.in) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, cap, &x.out) == COLLGEN_OK, "alloc");
-  static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
+             collgen__dev_alloc(x.c, rank, cap, &x.out) == COLLGEN_OK &&
+             collgen__dev_alloc(x.c, rank, cap, &x.aux[0]) == COLLGEN_OK &&
+             collgen__dev_alloc(x.c, rank, cap, &x.aux[1]) == COLLGEN_OK &&
+             collgen__dev_alloc(x.c, rank, 1 << 20, &x.aux[2]) == COLLGEN_OK, "alloc");
+  /* the norm ops: LL and barrier algorithms, row pieces past the staging */
+  static const int64_t fused_shapes[][2] = {{1, 4096}, {8, 8192}, {128, 4096}, {300, 5120},
+                                            {700, 4096}};
+  int slot = 0;
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t k = 0; k < sizeof fused_shapes / sizeof fused_shapes[0]; ++k)
+      for (int inplace = 0; inplace < 2; ++inplace, ++slot)
+        fused_round(&x, dts[d], fused_shapes[k][0], fused_shapes[k][1], inplace,
+                    seed + 7 * (uint64_t)slot, slot % HASH_SLOTS);
+  static const int64_t gather_shapes[][2] = {{1, 4096}, {64, 8192}, {200, 1000}};
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t k = 0; k < sizeof gather_shapes / sizeof gather_shapes[0]; ++k, ++slot)
+      gather_round(&x, dts[d], gather_shapes[k][0], gather_shapes[k][1], seed + 11 * (uint64_t)slot,
+                   slot % HASH_SLOTS);
   uint64_t round = 0;
   for (size_t d = 0; d < 3; ++d)
     for (size_t k = 0; k < sizeof RANK_SIZES / sizeof RANK_SIZES[0]; ++k)
@@ -137,6 +274,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
   }
   collgen__dev_free(x.c, rank, x.in);
   collgen__dev_free(x.c, rank, x.out);
+  for (int k = 0; k < 3; ++k) collgen__dev_free(x.c, rank, x.aux[k]);
   collgen__dev_stream_destroy(x.c, rank, x.s);
   collgen_comm_destroy(x.c);
   _exit(0);
@@ -160,6 +298,10 @@ static void run_ranks(int nranks) {
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%d processes: rank %d: %s", nranks,
               r, rep->failed[r] ? rep->why[r] : "died");
   }
+  for (int r = 1; r < nranks; ++r)
+    for (int k = 0; k < HASH_SLOTS; ++k)
+      cr_expect_eq(rep->hash[r][k], rep->hash[0][k], "%d processes: norm output %d of rank %d "
+                   "differs from rank 0's", nranks, k, r);
   munmap(rep, sizeof *rep);
 }
 

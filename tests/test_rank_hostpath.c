@@ -120,6 +120,33 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   CHILD_CHECK(rep, rank, 9,
               memcmp((const void *)(uintptr_t)c->staging[rank], in, large) == 0,
               "the input was not staged into this rank's staging area");
+  /* the norm ops: a barrier-sized fused call stages x; a misaligned buffer
+  ** is refused before anything is launched */
+  int64_t fused_shape[2] = {256, 4096};
+  long launches = stats->launches, copies = stats->copies;
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fused_shape, in,
+                                               out + 2048 * 0, out, in, in, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 20, rc == COLLGEN_ERR_INVALID_ARG, "overlapping fused buffers: %s",
+              collgen_status_name(rc));
+  unsigned char *res = aligned_alloc(256, large), *nrm = aligned_alloc(256, large);
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fused_shape, in, res, nrm,
+                                               res, out, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 21, rc == COLLGEN_OK && stats->launches == launches + 1 &&
+              stats->copies > copies, "fused call: %s, %ld launches, %ld copies",
+              collgen_comm_last_error(c), stats->launches - launches, stats->copies - copies);
+  launches = stats->launches;
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fused_shape, in + 2, res,
+                                               nrm, res, out, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 22, rc == COLLGEN_ERR_ALIGNMENT && stats->launches == launches,
+              "misaligned x: %s", collgen_status_name(rc));
+  int64_t shard[2] = {4, 4096};
+  const int64_t *shards[2] = {shard, shard};
+  rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shards, in, nrm, res, out, 1e-6f,
+                                      0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 23, rc == COLLGEN_OK && stats->launches == launches + 1,
+              "allgather_rmsnorm: %s", collgen_comm_last_error(c));
+  free(res);
+  free(nrm);
   /* mode mismatch */
   const int64_t *shapes[2] = {&n_small, &n_small};
   const void *ins[2] = {in, in};

@@ -1,0 +1,38 @@
+/*
+** op_staging.c -- what the ops share for the one-process-per-GPU mode
+** (op_runtime.h, stage_in / stage_out): the staging area of each rank as
+** mapped here, and the stream-ordered copies into and out of it.
+*/
+#include <stdint.h>
+
+#include "op_runtime.h"
+
+void *collgen__staging_at(const collgen_comm_t *c, int r, size_t offset) {
+  return (void *)(uintptr_t)(c->staging[r] + offset);
+}
+
+int collgen__stage_copy(collgen_comm_t *c, void *dst, const void *src, size_t bytes, CUstream s) {
+  if (bytes == 0) return COLLGEN_OK;
+  return collgen__cu_fail(collgen__cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+                                                        (CUdeviceptr)(uintptr_t)src, bytes, s),
+                          "cuMemcpyDtoDAsync (staging)", c->err, sizeof c->err);
+}
+
+int collgen__stage_fits(collgen_comm_t *c, const char *what, size_t bytes) {
+  if (bytes <= c->staging_bytes / 2) return COLLGEN_OK;
+  return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                       "%s of %zu bytes does not fit half the staging area (staging_bytes %zu); "
+                       "create the communicator with staging_bytes >= %zu", what, bytes,
+                       c->staging_bytes, 2 * bytes);
+}
+
+int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *rt,
+                                 const collgen__call *call, const collgen__group *g, int r) {
+  for (int k = 0; k < rt->nroles; ++k)
+    if (g->bytes[k][r] && ((uintptr_t)call->buffers[k][r] & 15u))
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_ALIGNMENT,
+                           "%s (%p): calls on a communicator of collgen_comm_init_rank need "
+                           "16-byte aligned buffers (every cudaMalloc'd tensor is)",
+                           rt->roles[k].name, call->buffers[k][r]);
+  return COLLGEN_OK;
+}
