@@ -141,6 +141,58 @@ int collgen__wire_parse_error(const uint8_t *in, size_t len, char *text, size_t 
   return status;
 }
 
+static int differs(const uint8_t *a, const uint8_t *b, size_t n) {
+  uint8_t d = 0; /* no early exit: the time taken says nothing about the secret */
+  for (size_t i = 0; i < n; ++i) d |= (uint8_t)(a[i] ^ b[i]);
+  return d != 0;
+}
+
+int collgen__wire_check_hello(const collgen__wire_header *h, const uint8_t *p,
+                              const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                              const uint8_t secret[COLLGEN__UID_SECRET_BYTES], int nranks,
+                              int pid, collgen__wire_info *info, char *why, size_t n) {
+  if (h->type != COLLGEN__MSG_HELLO || h->length != COLLGEN__WIRE_HELLO) {
+    collgen__fail(why, n, 1, "its first message is not a HELLO");
+    return 1;
+  }
+  if (memcmp(p, tag, COLLGEN__UID_TAG_BYTES) != 0 ||
+      differs(p + COLLGEN__UID_TAG_BYTES, secret, COLLGEN__UID_SECRET_BYTES)) {
+    collgen__fail(why, n, 2, "wrong secret");
+    return 2;
+  }
+  /* A member: from here on a bad record is the job's fault, not a
+  ** stranger's. */
+  char bad[256];
+  if (collgen__wire_parse_info(p + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES, info, bad,
+                               sizeof bad) != COLLGEN_OK)
+    return collgen__fail(why, n, COLLGEN_ERR_PEER, "pid %d sent a bad rank record: %s", pid, bad);
+  if ((int)info->nranks != nranks)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "rank %u (pid %d) was started with nranks %u, rank 0 with nranks %d",
+                         info->rank, pid, info->nranks, nranks);
+  if (info->rank == 0)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "pid %d also claims rank 0, which is the listening process", pid);
+  return COLLGEN_OK;
+}
+
+int collgen__wire_check_contrib(const collgen__wire_header *h, uint32_t seq, int rank,
+                                size_t bytes, int nfds, char *why, size_t n) {
+  if (h->type == COLLGEN__MSG_ERROR) return COLLGEN_OK;
+  if (h->type != COLLGEN__MSG_CONTRIB)
+    return collgen__fail(why, n, COLLGEN_ERR_PEER, "sent a %s message, not a contribution",
+                         type_name(h->type));
+  if (h->seq != seq || h->rank != (uint32_t)rank)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "sent its exchange #%u as rank %u (every rank must make the same "
+                         "exchanges in the same order)", h->seq, h->rank);
+  if (h->length != bytes || h->nfds != (uint32_t)nfds)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "brought %u bytes and %u descriptors, rank 0 %zu bytes and %d "
+                         "descriptors", h->length, h->nfds, bytes, nfds);
+  return COLLGEN_OK;
+}
+
 void collgen__wire_rx_init(collgen__wire_rx *rx, void *buf, size_t cap, int max_fds) {
   rx->got = 0;
   rx->have_header = 0;

@@ -1,0 +1,168 @@
+/*
+** fuzz_boot_wire.c -- libFuzzer harness for the bootstrap's message parser
+** (runtime/bootstrap_wire.c), which reads what peer processes send on the
+** one-process-per-GPU socket. The input's first four bytes choose how it is
+** read, the rest is the byte stream a peer sends:
+**   byte 0: the reader -- 0 rank 0 reading a first message (then
+**           collgen__wire_check_hello), 1 a contribution (then
+**           collgen__wire_check_contrib), 2 a WELCOME or RESULT, 3 an FDS
+**           message; bits 2..4: how many descriptors ride along (0..7);
+**   byte 1: the payload room (times 8 bytes) and, for FDS, the descriptor
+**           allowance;
+**   bytes 2..3: where in the stream the descriptors ride (big-endian).
+** The stream goes through a real socketpair with real SCM_RIGHTS, the
+** writer is closed, and messages are read until the first error or the
+** end. Checked for every input: no crash, leak or UB (ASan/UBSan); every
+** step ends (no read without progress); an accepted message respects its
+** header, the room and the allowance, its descriptors are open and
+** close-on-exec; an ERROR's text is printable; and afterwards exactly the
+** descriptors of before are open (nothing received is leaked).
+** The id's tag and secret are fixed (bytes 0x11 and 0x22) so the seed
+** corpus (tests/fuzz/corpus/boot_wire/) can hold members' HELLOs.
+*/
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap_wire.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define PROBE 256 /* descriptors 0..PROBE-1 are compared before and after */
+static uint8_t open_before[PROBE];
+static uint8_t tag[COLLGEN__UID_TAG_BYTES], secret[COLLGEN__UID_SECRET_BYTES];
+static int spare_fd; /* what rides along: dups of one memfd */
+
+static void snapshot(uint8_t *open_now) {
+  for (int fd = 0; fd < PROBE; ++fd) open_now[fd] = fcntl(fd, F_GETFD) >= 0;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  memset(tag, 0x11, sizeof tag);
+  memset(secret, 0x22, sizeof secret);
+  spare_fd = memfd_create("fuzz-boot-wire", MFD_CLOEXEC);
+  if (spare_fd < 0) abort();
+  return 0;
+}
+
+/* Sends bytes [from, to) of the stream, with `nfds` descriptors if asked. */
+static void send_part(int fd, const uint8_t *p, size_t len, int nfds) {
+  if (len == 0 && nfds == 0) return;
+  int fds[8];
+  for (int i = 0; i < nfds; ++i) fds[i] = spare_fd;
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof fds)];
+  } ctl;
+  uint8_t dummy = 0;
+  struct iovec iov = {len ? (void *)p : &dummy, len ? len : 1};
+  struct msghdr m = {0};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (nfds) {
+    memset(&ctl, 0, sizeof ctl);
+    m.msg_control = ctl.buf;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+  }
+  if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len) abort();
+}
+
+/* The checks of a message the reader accepted. */
+static void accepted(const collgen__wire_rx *rx, int reader, size_t cap) {
+  const collgen__wire_header *h = &rx->h;
+  collgen__wire_header again;
+  char why[512];
+  if (collgen__wire_parse_header(rx->head, &again, why, sizeof why) != 0) abort();
+  if (memcmp(&again, h, sizeof again) != 0) abort();
+  if (h->type != COLLGEN__MSG_ERROR && h->length > cap) abort();
+  if (rx->nfds != (int)h->nfds || rx->nfds > rx->max_fds) abort();
+  for (int i = 0; i < rx->nfds; ++i)
+    if (!(fcntl(rx->fds[i], F_GETFD) & FD_CLOEXEC)) abort();
+  collgen__wire_info info;
+  if (h->type == COLLGEN__MSG_ERROR) {
+    char text[COLLGEN__WIRE_MAX_TEXT + 1];
+    int st = collgen__wire_parse_error(rx->text, h->length, text, sizeof text);
+    if (st >= 0 || strlen(text) != h->length - 4) abort();
+    for (const char *c = text; *c; ++c)
+      if (*c < 0x20 || *c > 0x7e) abort();
+  } else if (reader == 0) {
+    why[0] = 0;
+    int rc = collgen__wire_check_hello(h, rx->buf, tag, secret, 3, 1234, &info, why, sizeof why);
+    if (rc == 0 && (info.nranks != 3 || info.rank < 1 || info.rank > 2 || info.flags)) abort();
+    if (rc > 2 || (rc != 0 && !why[0])) abort();
+  } else if (reader == 1) {
+    int rc = collgen__wire_check_contrib(h, 1, 1, cap, (int)h->nfds, why, sizeof why);
+    if (rc == 0 && (h->seq != 1 || h->rank != 1 || h->length != cap)) abort();
+  } else if (h->type == COLLGEN__MSG_WELCOME) {
+    for (uint32_t off = 0; off < h->length; off += COLLGEN__WIRE_INFO)
+      if (collgen__wire_parse_info(rx->buf + off, &info, why, sizeof why) == 0 &&
+          (info.rank >= info.nranks || info.nranks > COLLGEN__BOOT_MAX_RANKS))
+        abort();
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static int have_snapshot;
+  if (!have_snapshot) { /* before the first input: what is open now stays so */
+    snapshot(open_before);
+    have_snapshot = 1;
+  }
+  if (size < 4 || size > 60000) return 0;
+  int reader = data[0] & 3, nfds = (data[0] >> 2) & 7;
+  size_t cap = reader == 0 ? COLLGEN__WIRE_HELLO : reader == 3 ? 0 : (size_t)data[1] * 8;
+  int allowance = reader == 1 ? COLLGEN__BOOT_MAX_FDS : reader == 3 ? data[1] % 9 : 0;
+  size_t at = (size_t)data[2] << 8 | data[3];
+  const uint8_t *stream = data + 4;
+  size_t len = size - 4;
+  if (at > len) at = len;
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) abort();
+  int buf = 1 << 20;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  send_part(sv[0], stream, at, 0);
+  send_part(sv[0], stream + at, len - at, nfds);
+  close(sv[0]);
+
+  uint8_t *room = malloc(cap ? cap : 1);
+  for (int msgs = 0; msgs < 64; ++msgs) {
+    collgen__wire_rx rx;
+    char err[512];
+    collgen__wire_rx_init(&rx, room, cap, allowance);
+    int rc;
+    size_t before;
+    do {
+      before = rx.got;
+      rc = collgen__wire_rx_step(&rx, sv[1], err, sizeof err);
+      /* the writer is closed: every step reads, or ends the message */
+      if (rc == 0 && rx.got == before) abort();
+    } while (rc == 0);
+    if (rc < 0) {
+      if (rc != COLLGEN_ERR_PEER || !err[0] || rx.nfds != 0) abort();
+      break;
+    }
+    accepted(&rx, reader, cap);
+    collgen__wire_rx_close_fds(&rx);
+  }
+  free(room);
+  close(sv[1]);
+
+  uint8_t now[PROBE];
+  snapshot(now);
+  if (memcmp(now, open_before, sizeof now) != 0) abort(); /* a descriptor leaked */
+  return 0;
+}
