@@ -333,18 +333,25 @@ int collgen__wire_send(int fd, const collgen__wire_header *h, const void *payloa
                        size_t n) {
   uint8_t head[COLLGEN__WIRE_HEADER];
   collgen__wire_pack_header(head, h);
+  return collgen__wire_send2(fd, head, sizeof head, payload, len, fds, nfds, deadline, closed,
+                             err, n);
+}
+
+int collgen__wire_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                        const int *fds, int nfds, double deadline, int *closed, char *err,
+                        size_t n) {
   union {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int) * COLLGEN__BOOT_MAX_FDS)];
   } ctl;
-  size_t total = sizeof head + len, sent = 0;
+  size_t total = alen + blen, sent = 0;
   *closed = 0;
   while (sent < total) {
     struct iovec iov[2];
     int niov = 0;
-    if (sent < sizeof head) iov[niov++] = (struct iovec){head + sent, sizeof head - sent};
-    size_t off = sent > sizeof head ? sent - sizeof head : 0;
-    if (len > off) iov[niov++] = (struct iovec){(uint8_t *)payload + off, len - off};
+    if (sent < alen) iov[niov++] = (struct iovec){(uint8_t *)a + sent, alen - sent};
+    size_t off = sent > alen ? sent - alen : 0;
+    if (blen > off) iov[niov++] = (struct iovec){(uint8_t *)b + off, blen - off};
     struct msghdr m = {0};
     m.msg_iov = iov;
     m.msg_iovlen = (size_t)niov;

@@ -147,4 +147,10 @@ int collgen__wire_recv(collgen__wire_rx *rx, int fd, double deadline, char *err,
 int collgen__wire_send(int fd, const collgen__wire_header *h, const void *payload, size_t len,
                        const int *fds, int nfds, double deadline, int *closed, char *err,
                        size_t n);
+/* The same for any bytes: a[alen] then b[blen], the descriptors riding on
+** the first byte (nothing is sent, descriptors neither, when both are
+** empty). For the fuzz harness and the tests' hostile clients. */
+int collgen__wire_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                        const int *fds, int nfds, double deadline, int *closed, char *err,
+                        size_t n);
 #endif

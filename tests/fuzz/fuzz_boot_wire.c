@@ -54,31 +54,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* Sends bytes [from, to) of the stream, with `nfds` descriptors if asked. */
+/* Sends len bytes of the stream with `nfds` descriptors (dups of one memfd)
+** riding on the first; a zero byte carries them if there are no bytes. */
 static void send_part(int fd, const uint8_t *p, size_t len, int nfds) {
-  if (len == 0 && nfds == 0) return;
-  int fds[8];
+  static const uint8_t zero = 0;
+  int fds[8], closed;
+  char err[256];
   for (int i = 0; i < nfds; ++i) fds[i] = spare_fd;
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof fds)];
-  } ctl;
-  uint8_t dummy = 0;
-  struct iovec iov = {len ? (void *)p : &dummy, len ? len : 1};
-  struct msghdr m = {0};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  if (nfds) {
-    memset(&ctl, 0, sizeof ctl);
-    m.msg_control = ctl.buf;
-    m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-  }
-  if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len) abort();
+  if (len == 0 && nfds > 0) p = &zero, len = 1;
+  if (collgen__wire_send2(fd, p, len, NULL, 0, fds, nfds, 1e18, &closed, err, sizeof err) != 0)
+    abort();
 }
 
 /* The checks of a message the reader accepted. */
