@@ -389,8 +389,7 @@ static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, co
   }
   if (rc != COLLGEN_OK && rx->closed) return root_left(b, when);
   if (rc != COLLGEN_OK)
-    return collgen__boot_fail(b, rc, "%s: rank 0 (pid %d) sent a malformed message: %s", when,
-                              pid, why);
+    return collgen__boot_fail(b, rc, "%s: from rank 0 (pid %d): %s", when, pid, why);
   return COLLGEN_OK;
 }
 
@@ -525,7 +524,8 @@ static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, i
   if (!rx || !done || !checked || !fds || !who)
     rc = collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "exchange: out of memory");
   for (int r = 1; rc == COLLGEN_OK && r < n; ++r)
-    collgen__wire_rx_init(&rx[r], all + (size_t)r * bytes, bytes, COLLGEN__BOOT_MAX_FDS);
+    collgen__wire_rx_init(&rx[r], bytes ? all + (size_t)r * bytes : NULL, bytes,
+                          COLLGEN__BOOT_MAX_FDS);
   while (rc == COLLGEN_OK && left > 0) {
     int k = 0;
     for (int r = 1; r < n; ++r)
@@ -578,8 +578,7 @@ static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, i
                                 "exited, was killed or destroyed its bootstrap)", b->seq, r,
                                 b->peers[r].pid);
       } else if (st < 0) {
-        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
-                                "exchange #%u: rank %d (pid %d) sent a malformed message: %s",
+        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER, "exchange #%u: from rank %d (pid %d): %s",
                                 b->seq, r, b->peers[r].pid, why);
       }
     }

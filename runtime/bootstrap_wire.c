@@ -221,10 +221,12 @@ static int rx_fail(collgen__wire_rx *rx, char *err, size_t n, const char *fmt, .
   return status;
 }
 
-/* Takes the descriptors of one recvmsg, closing all of them when they are
-** more than the message may carry. Returns 0, or -1 when some were refused. */
+/* Takes the descriptors of one recvmsg, closing any beyond what the
+** message may carry. Returns 0, 1 when some were refused, 2 when the
+** kernel could not deliver them all (MSG_CTRUNC: out of descriptors, or
+** more than fit the control buffer). */
 static int take_fds(collgen__wire_rx *rx, struct msghdr *m) {
-  int refused = (m->msg_flags & MSG_CTRUNC) != 0;
+  int refused = 0;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -238,7 +240,7 @@ static int take_fds(collgen__wire_rx *rx, struct msghdr *m) {
       }
     }
   }
-  return refused ? -1 : 0;
+  return (m->msg_flags & MSG_CTRUNC) ? 2 : refused;
 }
 
 int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n) {
@@ -275,8 +277,12 @@ int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n) {
   do r = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   while (r < 0 && errno == EINTR);
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (r > 0 || (r == 0 && m.msg_controllen > 0)) {
-    if (take_fds(rx, &m) != 0)
+  if (r > 0) {
+    int bad = take_fds(rx, &m);
+    if (bad == 2)
+      return rx_fail(rx, err, n, "file descriptors were lost on receipt (MSG_CTRUNC): this "
+                     "process may be out of descriptors (RLIMIT_NOFILE)");
+    if (bad)
       return rx_fail(rx, err, n, "unexpected file descriptors with a message (%d allowed here)",
                      rx->max_fds);
   }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -77,6 +78,16 @@ static int count_fds(void) {
   while (readdir(d)) n++;
   closedir(d);
   return n;
+}
+
+static int highest_fd(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int top = -1;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (atoi(e->d_name) > top) top = atoi(e->d_name);
+  if (d) closedir(d);
+  return top;
 }
 
 static void capture_log(int level, const char *message, void *user) {
@@ -174,6 +185,8 @@ typedef struct {
   int alarms;          /* a SIGALRM every 200 us throughout */
   int survivor_rank;   /* survivor(): its rank in the second bootstrap */
   uint64_t salt;       /* mixed into the data, to tell bootstraps apart */
+  int fd_room;         /* if nonzero: room for this many new descriptors during
+                          each exchange (RLIMIT_NOFILE), then restored */
 } job_t;
 
 static void on_alarm(int sig) { (void)sig; }
@@ -211,9 +224,16 @@ static int exchange_once(collgen__boot *b, const job_t *j, shm_t *s, result_t *r
     if (write(mine_fds[k], text, strlen(text)) != (ssize_t)strlen(text)) r->bad++;
   }
   if (j->bad_fd_last && e == j->exchanges) close(mine_fds[0]);
+  struct rlimit was;
+  getrlimit(RLIMIT_NOFILE, &was);
+  if (j->fd_room) {
+    struct rlimit tight = {(rlim_t)(highest_fd() + 1 + j->fd_room), was.rlim_max};
+    setrlimit(RLIMIT_NOFILE, &tight);
+  }
   double t0 = collgen__now_ms();
   int rc = collgen__boot_exchange(b, mine, all, bytes, mine_fds, j->nfds, all_fds);
   r->ms = collgen__now_ms() - t0;
+  setrlimit(RLIMIT_NOFILE, &was);
   if (rc == COLLGEN_OK) {
     uint8_t *want = malloc(bytes + 1);
     for (int q = 0; q < j->nranks; ++q) {
@@ -830,7 +850,7 @@ Test(socket, member_with_other_nranks) {
 
 Test(socket, member_sends_garbage_in_an_exchange) {
   member_breaks_protocol((raw_member){2, 3, 1}, 3, COLLGEN_ERR_PEER,
-                         "exchange #1: rank 2 (pid");
+                         "exchange #1: from rank 2 (pid");
 }
 
 /* ---- Peers that die --------------------------------------------------------- */
@@ -942,6 +962,21 @@ Test(socket, a_rank_with_bad_arguments_is_named) {
   expect_fail(s, 0, COLLGEN_ERR_INVALID_ARG, "rank 1 (pid");
   expect_fail(s, 2, COLLGEN_ERR_INVALID_ARG, "is not an open descriptor");
   cr_expect(s->r[0].ms < 2000 && s->r[2].ms < 2000, "not a timeout");
+}
+
+/* Rank 1 has room for 3 new descriptors but is sent 8: it fails, saying
+** why, and leaks nothing; the others finish this exchange and learn of
+** rank 1's failure in the next. */
+Test(socket, out_of_descriptors_is_reported) {
+  shm_t *s = shm_new();
+  job_t jobs[3];
+  jobs_init(jobs, 3, 3, 2, 8, 4);
+  jobs[1].fd_room = 3;
+  run_jobs(s, jobs, 3);
+  expect_fail(s, 1, COLLGEN_ERR_PEER, "out of descriptors (RLIMIT_NOFILE)");
+  cr_expect_eq(s->r[1].exchanges, 0);
+  expect_fail(s, 0, COLLGEN_ERR_PEER, "exchange #2: rank 1 (pid");
+  expect_fail(s, 2, COLLGEN_ERR_PEER, "RLIMIT_NOFILE");
 }
 
 /* ---- Other users, concurrency, limits -------------------------------------- */
