@@ -337,6 +337,7 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
     }
   else
     collgen__boot_socket_abort(b, rc);
+  if (s.wait) explicit_bzero(s.wait, MAX_PENDING * sizeof *s.wait); /* received secrets */
   free(s.wait);
   free(s.info);
   free(s.rx);
