@@ -187,7 +187,14 @@ typedef struct {
   uint64_t salt;       /* mixed into the data, to tell bootstraps apart */
   int fd_room;         /* if nonzero: room for this many new descriptors during
                           each exchange (RLIMIT_NOFILE), then restored */
+  int delay_ms;        /* sleep this long before the rendezvous and each exchange */
 } job_t;
+
+/* Sleeps ms milliseconds whatever signals arrive. */
+static void sleep_ms(int ms) {
+  double end = collgen__now_ms() + ms;
+  while (collgen__now_ms() < end) usleep(1000);
+}
 
 static void on_alarm(int sig) { (void)sig; }
 
@@ -270,6 +277,7 @@ static void run_job(shm_t *s, int idx, const void *arg) {
   o.host_id = j->host;
   collgen__boot *b;
   char err[2048];
+  sleep_ms(j->delay_ms);
   double t0 = collgen__now_ms();
   r->rc = collgen__boot_create(&b, j->second_id ? &s->id2 : &s->id, j->rank, j->nranks, &o, err,
                                sizeof err);
@@ -284,6 +292,7 @@ static void run_job(shm_t *s, int idx, const void *arg) {
     r->nhosts = collgen__boot_hosts(b, r->host_of);
     for (int e = 1; e <= j->exchanges; ++e) {
       if (j->die_after && e > j->die_after) raise(SIGKILL);
+      sleep_ms(j->delay_ms);
       r->rc = exchange_once(b, j, s, r, e);
       if (r->rc != COLLGEN_OK) {
         snprintf(r->msg, sizeof r->msg, "%s", collgen__boot_last_error(b));
@@ -544,12 +553,14 @@ Test(socket, host_identity) {
 }
 
 /* Signals arrive every 200 us in every process (no SA_RESTART): each
-** interrupted poll, accept, connect, send and receive is resumed. */
+** interrupted poll, accept, connect, send and receive is resumed. Rank 2
+** comes 30 ms late to everything, so the others wait under the signals. */
 Test(socket, interrupted_by_signals) {
   shm_t *s = shm_new();
   job_t jobs[3];
   jobs_init(jobs, 3, 3, 3, 200000, 2);
   for (int i = 0; i < 3; ++i) jobs[i].alarms = 1;
+  jobs[2].delay_ms = 30;
   run_jobs(s, jobs, 3);
   expect_ok(s, 3);
 }
