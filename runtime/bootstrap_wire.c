@@ -55,7 +55,8 @@ int collgen__wire_parse_header(const uint8_t in[COLLGEN__WIRE_HEADER], collgen__
     return collgen__fail(err, n, COLLGEN_ERR_PEER,
                          "bootstrap message of protocol version %u, this collgen speaks %u",
                          vt & 0xffff, COLLGEN__WIRE_VERSION);
-  collgen__wire_header x = {vt >> 16, collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), collgen__wire_get32(in + 16),
+  collgen__wire_header x = {vt >> 16, collgen__wire_get32(in + 8),
+                            collgen__wire_get32(in + 12), collgen__wire_get32(in + 16),
                             collgen__wire_get32(in + 20)};
   uint32_t lo = 0, hi = 0; /* the payload bounds of the type */
   int fds_ok = 0;
@@ -102,7 +103,8 @@ void collgen__wire_pack_info(uint8_t *out, const collgen__wire_info *info) {
 }
 
 int collgen__wire_parse_info(const uint8_t *in, collgen__wire_info *info, char *err, size_t n) {
-  collgen__wire_info x = {collgen__wire_get32(in), collgen__wire_get32(in + 4), collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), {0}};
+  collgen__wire_info x = {collgen__wire_get32(in), collgen__wire_get32(in + 4),
+                          collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), {0}};
   memcpy(x.host, in + 16, COLLGEN__HOST_ID_BYTES);
   if (x.nranks < 1 || x.nranks > COLLGEN__BOOT_MAX_RANKS)
     return collgen__fail(err, n, COLLGEN_ERR_PEER, "rank record with nranks %u (allowed 1..%d)",
