@@ -50,7 +50,8 @@ int collgen__boot_callback_join(collgen__boot *b, const collgen__wire_info *self
     const uint8_t *rec = all + (size_t)r * JOIN_BYTES;
     collgen__wire_info in;
     char why[256];
-    if (collgen__wire_get32(rec) != REC_MAGIC || collgen__wire_get32(rec + 4) != COLLGEN__WIRE_VERSION)
+    if (collgen__wire_get32(rec) != REC_MAGIC ||
+        collgen__wire_get32(rec + 4) != COLLGEN__WIRE_VERSION)
       rc = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
                               "rendezvous: slot %d of the allgather callback's output holds no "
                               "collgen %u record (the callback must put rank i's bytes at all "

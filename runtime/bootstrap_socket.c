@@ -96,62 +96,35 @@ static void refuse(root_state *s, const struct ucred *c, const char *why) {
              used ? "; " : "", (int)c->pid, (int)c->uid, why);
 }
 
-static int constant_time_differs(const uint8_t *a, const uint8_t *b, size_t n) {
-  uint8_t d = 0;
-  for (size_t i = 0; i < n; ++i) d |= (uint8_t)(a[i] ^ b[i]);
-  return d != 0;
-}
-
-/* Handles a complete HELLO on pending slot p: refuses it (and frees the
-** slot), admits the rank, or fails the rendezvous (returned status). */
+/* Handles a complete first message on pending slot p: refuses it (and
+** frees the slot), admits the rank, or fails the rendezvous (returned
+** status). */
 static int admit(root_state *s, pending *p) {
   collgen__boot *b = s->b;
-  int fd = p->fd;
+  int fd = p->fd, pid = (int)p->cred.pid;
   p->fd = -1;
-  if (p->rx.h.type != COLLGEN__MSG_HELLO) {
-    refuse(s, &p->cred, "its first message is not a HELLO");
-    close(fd);
-    return COLLGEN_OK;
-  }
-  if (memcmp(p->hello, s->tag, COLLGEN__UID_TAG_BYTES) != 0 ||
-      constant_time_differs(p->hello + COLLGEN__UID_TAG_BYTES, s->secret,
-                            COLLGEN__UID_SECRET_BYTES)) {
-    refuse(s, &p->cred, "wrong secret");
-    notify(fd, COLLGEN_ERR_INVALID_ARG, 0,
-           "rank 0 refused this process: wrong secret (its id is not the one rank 0 was "
-           "given)");
-    close(fd);
-    return COLLGEN_OK;
-  }
-  /* Authenticated: from here on a bad record is the job's fault, not a
-  ** stranger's, and ends the rendezvous for everyone. */
   collgen__wire_info in;
-  char why[256];
-  int pid = (int)p->cred.pid;
-  if (collgen__wire_parse_info(p->hello + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES,
-                               &in, why, sizeof why) != COLLGEN_OK) {
+  char why[512];
+  int rc = collgen__wire_check_hello(&p->rx.h, p->hello, s->tag, s->secret, b->nranks, pid, &in,
+                                     why, sizeof why);
+  if (rc == 1 || rc == 2) {
+    refuse(s, &p->cred, why);
+    if (rc == 2)
+      notify(fd, COLLGEN_ERR_INVALID_ARG, 0,
+             "rank 0 refused this process: wrong secret (its id is not the one rank 0 was "
+             "given)");
     close(fd);
-    return collgen__boot_fail(b, COLLGEN_ERR_PEER, "rendezvous: pid %d sent a bad rank record: %s",
-                              pid, why);
+    return COLLGEN_OK;
   }
-  int status = COLLGEN_OK;
-  if ((int)in.nranks != b->nranks)
-    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
-                                "rendezvous: rank %u (pid %d) was started with nranks %u, "
-                                "rank 0 (pid %d) with nranks %d", in.rank, pid, in.nranks,
-                                (int)getpid(), b->nranks);
-  else if (in.rank == 0)
-    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
-                                "rendezvous: pid %d also claims rank 0, which is pid %d", pid,
-                                (int)getpid());
-  else if (b->conn[in.rank] >= 0)
-    status = collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
-                                "rendezvous: two processes claim rank %u: pids %d and %d",
-                                in.rank, (int)s->info[in.rank].pid, pid);
-  if (status != COLLGEN_OK) {
-    notify(fd, status, 0, b->err);
+  if (rc == COLLGEN_OK && b->conn[in.rank] >= 0)
+    rc = collgen__fail(why, sizeof why, COLLGEN_ERR_INVALID_ARG,
+                       "two processes claim rank %u: pids %d and %d", in.rank,
+                       (int)s->info[in.rank].pid, pid);
+  if (rc != COLLGEN_OK) {
+    collgen__boot_fail(b, rc, "rendezvous: %s", why);
+    notify(fd, rc, 0, b->err);
     close(fd);
-    return status;
+    return rc;
   }
   in.pid = (uint32_t)pid; /* the kernel's word, in this pid namespace */
   s->info[in.rank] = in;
@@ -364,6 +337,7 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
     }
   else
     collgen__boot_socket_abort(b, rc);
+  if (s.wait) explicit_bzero(s.wait, MAX_PENDING * sizeof *s.wait); /* received secrets */
   free(s.wait);
   free(s.info);
   free(s.rx);
@@ -416,8 +390,7 @@ static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, co
   }
   if (rc != COLLGEN_OK && rx->closed) return root_left(b, when);
   if (rc != COLLGEN_OK)
-    return collgen__boot_fail(b, rc, "%s: rank 0 (pid %d) sent a malformed message: %s", when,
-                              pid, why);
+    return collgen__boot_fail(b, rc, "%s: from rank 0 (pid %d): %s", when, pid, why);
   return COLLGEN_OK;
 }
 
@@ -539,30 +512,6 @@ int collgen__boot_socket_join(collgen__boot *b, const uint8_t tag[COLLGEN__UID_T
 
 /* ---- Exchanges ----------------------------------------------------------- */
 
-/* Checks a contribution's header against rank 0's own call as soon as it
-** is known (before its payload is read). */
-static int check_contrib(collgen__boot *b, int r, const collgen__wire_header *h, size_t bytes,
-                         int nfds) {
-  int pid = b->peers[r].pid;
-  uint32_t seq = b->seq;
-  if (h->type == COLLGEN__MSG_ERROR) return COLLGEN_OK; /* read whole, then reported */
-  if (h->type != COLLGEN__MSG_CONTRIB)
-    return collgen__boot_fail(b, COLLGEN_ERR_PEER,
-                              "exchange #%u: rank %d (pid %d) sent a message of type %u, not a "
-                              "contribution", seq, r, pid, h->type);
-  if (h->seq != seq || h->rank != (uint32_t)r)
-    return collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
-                              "exchange #%u: rank %d (pid %d) sent its exchange #%u as rank %u "
-                              "(every rank must make the same exchanges in the same order)",
-                              seq, r, pid, h->seq, h->rank);
-  if (h->length != bytes || h->nfds != (uint32_t)nfds)
-    return collgen__boot_fail(b, COLLGEN_ERR_INVALID_ARG,
-                              "exchange #%u: rank %d (pid %d) brought %u bytes and %u "
-                              "descriptors, rank 0 %zu bytes and %d descriptors", seq, r, pid,
-                              h->length, h->nfds, bytes, nfds);
-  return COLLGEN_OK;
-}
-
 /* Rank 0 gathers every contribution: bytes into all, fds into got
 ** (r * nfds + j). On failure every fd received is closed. */
 static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, int *got,
@@ -576,7 +525,8 @@ static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, i
   if (!rx || !done || !checked || !fds || !who)
     rc = collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "exchange: out of memory");
   for (int r = 1; rc == COLLGEN_OK && r < n; ++r)
-    collgen__wire_rx_init(&rx[r], all + (size_t)r * bytes, bytes, COLLGEN__BOOT_MAX_FDS);
+    collgen__wire_rx_init(&rx[r], bytes ? all + (size_t)r * bytes : NULL, bytes,
+                          COLLGEN__BOOT_MAX_FDS);
   while (rc == COLLGEN_OK && left > 0) {
     int k = 0;
     for (int r = 1; r < n; ++r)
@@ -605,8 +555,12 @@ static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, i
       int st = collgen__wire_rx_step(&rx[r], b->conn[r], why, sizeof why);
       if (st >= 0 && rx[r].have_header && !checked[r]) {
         checked[r] = 1;
-        rc = check_contrib(b, r, &rx[r].h, bytes, nfds);
-        if (rc != COLLGEN_OK) collgen__wire_rx_close_fds(&rx[r]);
+        rc = collgen__wire_check_contrib(&rx[r].h, b->seq, r, bytes, nfds, why, sizeof why);
+        if (rc != COLLGEN_OK) {
+          collgen__wire_rx_close_fds(&rx[r]);
+          collgen__boot_fail(b, rc, "exchange #%u: rank %d (pid %d) %s", b->seq, r,
+                             b->peers[r].pid, why);
+        }
       }
       if (rc != COLLGEN_OK) break;
       if (st == 1 && rx[r].h.type == COLLGEN__MSG_ERROR) {
@@ -625,8 +579,7 @@ static int root_gather(collgen__boot *b, uint8_t *all, size_t bytes, int nfds, i
                                 "exited, was killed or destroyed its bootstrap)", b->seq, r,
                                 b->peers[r].pid);
       } else if (st < 0) {
-        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
-                                "exchange #%u: rank %d (pid %d) sent a malformed message: %s",
+        rc = collgen__boot_fail(b, COLLGEN_ERR_PEER, "exchange #%u: from rank %d (pid %d): %s",
                                 b->seq, r, b->peers[r].pid, why);
       }
     }

@@ -55,7 +55,8 @@ int collgen__wire_parse_header(const uint8_t in[COLLGEN__WIRE_HEADER], collgen__
     return collgen__fail(err, n, COLLGEN_ERR_PEER,
                          "bootstrap message of protocol version %u, this collgen speaks %u",
                          vt & 0xffff, COLLGEN__WIRE_VERSION);
-  collgen__wire_header x = {vt >> 16, collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), collgen__wire_get32(in + 16),
+  collgen__wire_header x = {vt >> 16, collgen__wire_get32(in + 8),
+                            collgen__wire_get32(in + 12), collgen__wire_get32(in + 16),
                             collgen__wire_get32(in + 20)};
   uint32_t lo = 0, hi = 0; /* the payload bounds of the type */
   int fds_ok = 0;
@@ -102,7 +103,8 @@ void collgen__wire_pack_info(uint8_t *out, const collgen__wire_info *info) {
 }
 
 int collgen__wire_parse_info(const uint8_t *in, collgen__wire_info *info, char *err, size_t n) {
-  collgen__wire_info x = {collgen__wire_get32(in), collgen__wire_get32(in + 4), collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), {0}};
+  collgen__wire_info x = {collgen__wire_get32(in), collgen__wire_get32(in + 4),
+                          collgen__wire_get32(in + 8), collgen__wire_get32(in + 12), {0}};
   memcpy(x.host, in + 16, COLLGEN__HOST_ID_BYTES);
   if (x.nranks < 1 || x.nranks > COLLGEN__BOOT_MAX_RANKS)
     return collgen__fail(err, n, COLLGEN_ERR_PEER, "rank record with nranks %u (allowed 1..%d)",
@@ -141,6 +143,58 @@ int collgen__wire_parse_error(const uint8_t *in, size_t len, char *text, size_t 
   return status;
 }
 
+static int differs(const uint8_t *a, const uint8_t *b, size_t n) {
+  uint8_t d = 0; /* no early exit: the time taken says nothing about the secret */
+  for (size_t i = 0; i < n; ++i) d |= (uint8_t)(a[i] ^ b[i]);
+  return d != 0;
+}
+
+int collgen__wire_check_hello(const collgen__wire_header *h, const uint8_t *p,
+                              const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                              const uint8_t secret[COLLGEN__UID_SECRET_BYTES], int nranks,
+                              int pid, collgen__wire_info *info, char *why, size_t n) {
+  if (h->type != COLLGEN__MSG_HELLO || h->length != COLLGEN__WIRE_HELLO) {
+    collgen__fail(why, n, 1, "its first message is not a HELLO");
+    return 1;
+  }
+  if (memcmp(p, tag, COLLGEN__UID_TAG_BYTES) != 0 ||
+      differs(p + COLLGEN__UID_TAG_BYTES, secret, COLLGEN__UID_SECRET_BYTES)) {
+    collgen__fail(why, n, 2, "wrong secret");
+    return 2;
+  }
+  /* A member: from here on a bad record is the job's fault, not a
+  ** stranger's. */
+  char bad[256];
+  if (collgen__wire_parse_info(p + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES, info, bad,
+                               sizeof bad) != COLLGEN_OK)
+    return collgen__fail(why, n, COLLGEN_ERR_PEER, "pid %d sent a bad rank record: %s", pid, bad);
+  if ((int)info->nranks != nranks)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "rank %u (pid %d) was started with nranks %u, rank 0 with nranks %d",
+                         info->rank, pid, info->nranks, nranks);
+  if (info->rank == 0)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "pid %d also claims rank 0, which is the listening process", pid);
+  return COLLGEN_OK;
+}
+
+int collgen__wire_check_contrib(const collgen__wire_header *h, uint32_t seq, int rank,
+                                size_t bytes, int nfds, char *why, size_t n) {
+  if (h->type == COLLGEN__MSG_ERROR) return COLLGEN_OK;
+  if (h->type != COLLGEN__MSG_CONTRIB)
+    return collgen__fail(why, n, COLLGEN_ERR_PEER, "sent a %s message, not a contribution",
+                         type_name(h->type));
+  if (h->seq != seq || h->rank != (uint32_t)rank)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "sent its exchange #%u as rank %u (every rank must make the same "
+                         "exchanges in the same order)", h->seq, h->rank);
+  if (h->length != bytes || h->nfds != (uint32_t)nfds)
+    return collgen__fail(why, n, COLLGEN_ERR_INVALID_ARG,
+                         "brought %u bytes and %u descriptors, rank 0 %zu bytes and %d "
+                         "descriptors", h->length, h->nfds, bytes, nfds);
+  return COLLGEN_OK;
+}
+
 void collgen__wire_rx_init(collgen__wire_rx *rx, void *buf, size_t cap, int max_fds) {
   rx->got = 0;
   rx->have_header = 0;
@@ -169,10 +223,12 @@ static int rx_fail(collgen__wire_rx *rx, char *err, size_t n, const char *fmt, .
   return status;
 }
 
-/* Takes the descriptors of one recvmsg, closing all of them when they are
-** more than the message may carry. Returns 0, or -1 when some were refused. */
+/* Takes the descriptors of one recvmsg, closing any beyond what the
+** message may carry. Returns 0, 1 when some were refused, 2 when the
+** kernel could not deliver them all (MSG_CTRUNC: out of descriptors, or
+** more than fit the control buffer). */
 static int take_fds(collgen__wire_rx *rx, struct msghdr *m) {
-  int refused = (m->msg_flags & MSG_CTRUNC) != 0;
+  int refused = 0;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -186,7 +242,7 @@ static int take_fds(collgen__wire_rx *rx, struct msghdr *m) {
       }
     }
   }
-  return refused ? -1 : 0;
+  return (m->msg_flags & MSG_CTRUNC) ? 2 : refused;
 }
 
 int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n) {
@@ -223,8 +279,12 @@ int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n) {
   do r = recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   while (r < 0 && errno == EINTR);
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (r > 0 || (r == 0 && m.msg_controllen > 0)) {
-    if (take_fds(rx, &m) != 0)
+  if (r > 0) {
+    int bad = take_fds(rx, &m);
+    if (bad == 2)
+      return rx_fail(rx, err, n, "file descriptors were lost on receipt (MSG_CTRUNC): this "
+                     "process may be out of descriptors (RLIMIT_NOFILE)");
+    if (bad)
       return rx_fail(rx, err, n, "unexpected file descriptors with a message (%d allowed here)",
                      rx->max_fds);
   }
@@ -281,18 +341,25 @@ int collgen__wire_send(int fd, const collgen__wire_header *h, const void *payloa
                        size_t n) {
   uint8_t head[COLLGEN__WIRE_HEADER];
   collgen__wire_pack_header(head, h);
+  return collgen__wire_send2(fd, head, sizeof head, payload, len, fds, nfds, deadline, closed,
+                             err, n);
+}
+
+int collgen__wire_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                        const int *fds, int nfds, double deadline, int *closed, char *err,
+                        size_t n) {
   union {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int) * COLLGEN__BOOT_MAX_FDS)];
   } ctl;
-  size_t total = sizeof head + len, sent = 0;
+  size_t total = alen + blen, sent = 0;
   *closed = 0;
   while (sent < total) {
     struct iovec iov[2];
     int niov = 0;
-    if (sent < sizeof head) iov[niov++] = (struct iovec){head + sent, sizeof head - sent};
-    size_t off = sent > sizeof head ? sent - sizeof head : 0;
-    if (len > off) iov[niov++] = (struct iovec){(uint8_t *)payload + off, len - off};
+    if (sent < alen) iov[niov++] = (struct iovec){(uint8_t *)a + sent, alen - sent};
+    size_t off = sent > alen ? sent - alen : 0;
+    if (blen > off) iov[niov++] = (struct iovec){(uint8_t *)b + off, blen - off};
     struct msghdr m = {0};
     m.msg_iov = iov;
     m.msg_iovlen = (size_t)niov;

@@ -80,6 +80,29 @@ int collgen__wire_parse_info(const uint8_t *in, collgen__wire_info *info, char *
 size_t collgen__wire_pack_error(uint8_t *out, int status, const char *text);
 int collgen__wire_parse_error(const uint8_t *in, size_t len, char *text, size_t textlen);
 
+/* What rank 0 makes of the first whole message of a connection (header h,
+** payload p): 1 when the sender is no member (not a HELLO, or another id's
+** tag) and 2 when its secret is wrong (the caller tells it so): refuse
+** either, with the reason in why; 0 when it is
+** a member with a valid record for this job, in *info (its rank is 1 to
+** nranks - 1; whether another process has it is the caller's to check);
+** else the status of a member the job cannot take (COLLGEN_ERR_PEER: a
+** malformed record; COLLGEN_ERR_INVALID_ARG: other nranks, or rank 0),
+** with a sentence naming it (by `pid`) in why. The secret is compared in
+** constant time. */
+int collgen__wire_check_hello(const collgen__wire_header *h, const uint8_t *p,
+                              const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                              const uint8_t secret[COLLGEN__UID_SECRET_BYTES], int nranks,
+                              int pid, collgen__wire_info *info, char *why, size_t n);
+
+/* Whether the header of a message rank 0 reads from rank `rank` in
+** exchange `seq` matches rank 0's own call (bytes, nfds): 0 (also for an
+** ERROR, whose text the caller reports), COLLGEN_ERR_PEER when it is no
+** contribution, COLLGEN_ERR_INVALID_ARG when the ranks disagree (exchange
+** number, size, descriptors), with the reason in why. */
+int collgen__wire_check_contrib(const collgen__wire_header *h, uint32_t seq, int rank,
+                                size_t bytes, int nfds, char *why, size_t n);
+
 /* Receiving one message, without blocking, from a nonblocking socket.
 ** The payload goes to the caller's buffer `buf` of `cap` bytes (a longer
 ** announced payload is refused before a byte of it is read), except an
@@ -124,4 +147,10 @@ int collgen__wire_recv(collgen__wire_rx *rx, int fd, double deadline, char *err,
 int collgen__wire_send(int fd, const collgen__wire_header *h, const void *payload, size_t len,
                        const int *fds, int nfds, double deadline, int *closed, char *err,
                        size_t n);
+/* The same for any bytes: a[alen] then b[blen], the descriptors riding on
+** the first byte (nothing is sent, descriptors neither, when both are
+** empty). For the fuzz harness and the tests' hostile clients. */
+int collgen__wire_send2(int fd, const void *a, size_t alen, const void *b, size_t blen,
+                        const int *fds, int nfds, double deadline, int *closed, char *err,
+                        size_t n);
 #endif
