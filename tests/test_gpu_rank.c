@@ -14,6 +14,7 @@
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,33 +210,53 @@ static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t
 
 static const int64_t RANK_SIZES[] = {1, 7, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
 
-static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
-                       uint64_t seed) {
+static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
+
+/* Creates rank `rank` of `nranks` (round robin over at most two GPUs) and
+** its buffers; a failure ends the process with the reason reported. */
+static void rank_open(rank_ctx *x, rank_report *rep, const collgen_unique_id_t *id, int nranks,
+                      int rank, int timeout_ms) {
   int ngpu = gpu_count();
   int device = rank % (ngpu >= 2 ? 2 : 1);
   collgen_comm_options_t o;
   collgen_comm_options_init(&o);
-  o.timeout_ms = 60000;
-  o.staging_bytes = 8u << 20; /* the largest size runs as pieces */
+  o.timeout_ms = timeout_ms;
+  o.staging_bytes = 8u << 20; /* the largest sizes run as pieces */
   o.max_blocks = nranks > (ngpu >= 2 ? 2 : 1) ? 8 : 0;
-  rank_ctx x;
-  memset(&x, 0, sizeof x);
-  x.rank = rank;
-  x.nranks = nranks;
-  x.rep = rep;
-  int rc = collgen_comm_init_rank(&x.c, nranks, id, rank, device, &o);
+  memset(x, 0, sizeof *x);
+  x->rank = rank;
+  x->nranks = nranks;
+  x->rep = rep;
+  int rc = collgen_comm_init_rank(&x->c, nranks, id, rank, device, &o);
   RANK_CHECK(rep, rank, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
-  static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
   const size_t cap = (size_t)(3 * (1 << 20) + 5) * 4;
-  for (int r = 0; r < nranks; ++r) x.host[r] = malloc(cap);
-  x.want = malloc(cap);
-  x.got = malloc(cap);
-  RANK_CHECK(rep, rank, collgen__dev_stream_create(x.c, rank, &x.s) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, cap, &x.in) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, cap, &x.out) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, cap, &x.aux[0]) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, cap, &x.aux[1]) == COLLGEN_OK &&
-             collgen__dev_alloc(x.c, rank, 1 << 20, &x.aux[2]) == COLLGEN_OK, "alloc");
+  for (int r = 0; r < nranks; ++r) x->host[r] = malloc(cap);
+  x->want = malloc(cap);
+  x->got = malloc(cap);
+  RANK_CHECK(rep, rank, collgen__dev_stream_create(x->c, rank, &x->s) == COLLGEN_OK &&
+             collgen__dev_alloc(x->c, rank, cap, &x->in) == COLLGEN_OK &&
+             collgen__dev_alloc(x->c, rank, cap, &x->out) == COLLGEN_OK &&
+             collgen__dev_alloc(x->c, rank, cap, &x->aux[0]) == COLLGEN_OK &&
+             collgen__dev_alloc(x->c, rank, cap, &x->aux[1]) == COLLGEN_OK &&
+             collgen__dev_alloc(x->c, rank, 1 << 20, &x->aux[2]) == COLLGEN_OK, "alloc");
+}
+
+static void rank_close(rank_ctx *x) {
+  collgen__dev_free(x->c, x->rank, x->in);
+  collgen__dev_free(x->c, x->rank, x->out);
+  for (int k = 0; k < 3; ++k) collgen__dev_free(x->c, x->rank, x->aux[k]);
+  collgen__dev_stream_destroy(x->c, x->rank, x->s);
+  collgen_comm_destroy(x->c);
+  for (int r = 0; r < x->nranks; ++r) free(x->host[r]);
+  free(x->want);
+  free(x->got);
+}
+
+static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
+                       uint64_t seed) {
+  rank_ctx x;
+  rank_open(&x, rep, id, nranks, rank, 60000);
+  int rc;
   /* the norm ops: LL and barrier algorithms, row pieces past the staging */
   static const int64_t fused_shapes[][2] = {{1, 4096}, {8, 8192}, {128, 4096}, {300, 5120},
                                             {700, 4096}};
@@ -272,11 +293,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
     collgen__cu.cuGraphExecDestroy(ge);
     collgen__cu.cuGraphDestroy(g);
   }
-  collgen__dev_free(x.c, rank, x.in);
-  collgen__dev_free(x.c, rank, x.out);
-  for (int k = 0; k < 3; ++k) collgen__dev_free(x.c, rank, x.aux[k]);
-  collgen__dev_stream_destroy(x.c, rank, x.s);
-  collgen_comm_destroy(x.c);
+  rank_close(&x);
   _exit(0);
 }
 
@@ -308,3 +325,62 @@ static void run_ranks(int nranks) {
 Test(rank, two_processes_allreduce_every_dtype_size_and_graph, .timeout = 600) { run_ranks(2); }
 
 Test(rank, four_processes_mapped_onto_the_gpus, .timeout = 600) { run_ranks(4); }
+
+/* A peer process is SIGKILLed after joining. The survivor's next call
+** gives up within its 1500 ms bound and reports COLLGEN_ERR_TIMEOUT naming
+** rank 1; destroy works; the survivor then creates a new communicator with
+** a new id together with a fresh process and gets an exact result. */
+Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 120) {
+  collgen_unique_id_t ids[2];
+  cr_assert_eq(collgen_get_unique_id(&ids[0]), COLLGEN_OK);
+  cr_assert_eq(collgen_get_unique_id(&ids[1]), COLLGEN_OK);
+  rank_report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(rep != MAP_FAILED);
+  memset(rep, 0, sizeof *rep);
+  const uint64_t seed = tu_rand();
+  pid_t survivor = fork();
+  if (survivor == 0) {
+    rank_ctx x;
+    rank_open(&x, rep, &ids[0], 2, 0, 1500);
+    usleep(300 * 1000); /* the peer is dead by now */
+    int64_t n = 4097;
+    double t0 = collgen__now_ms();
+    int rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
+    RANK_CHECK(rep, 0, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x.c));
+    RANK_CHECK(rep, 0, collgen__cu.cuStreamSynchronize((CUstream)x.s) == CUDA_SUCCESS, "sync");
+    const double ms = collgen__now_ms() - t0;
+    rc = collgen_comm_check(x.c);
+    RANK_CHECK(rep, 0, rc == COLLGEN_ERR_TIMEOUT && strstr(collgen_comm_last_error(x.c), "for rank 1"),
+               "check: %s: %s", collgen_status_name(rc), collgen_comm_last_error(x.c));
+    RANK_CHECK(rep, 0, ms < 1500 + 3000, "gave up after %.0f ms", ms);
+    rank_close(&x);
+    rank_open(&x, rep, &ids[1], 2, 0, 60000); /* a new communicator, a new peer */
+    rank_round(&x, COLLGEN_DTYPE_BF16, 65536 + 3, 0, seed, NULL);
+    rank_close(&x);
+    _exit(0);
+  }
+  pid_t victim = fork();
+  if (victim == 0) {
+    rank_ctx x;
+    rank_open(&x, rep, &ids[0], 2, 1, 1500);
+    raise(SIGKILL);
+  }
+  pid_t fresh = fork();
+  if (fresh == 0) {
+    rank_ctx x;
+    rank_open(&x, rep, &ids[1], 2, 1, 60000);
+    rank_round(&x, COLLGEN_DTYPE_BF16, 65536 + 3, 0, seed, NULL);
+    rank_close(&x);
+    _exit(0);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(victim, &status, 0), victim);
+  cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the victim did not die by SIGKILL");
+  for (int k = 0; k < 2; ++k) {
+    pid_t p = k == 0 ? survivor : fresh;
+    cr_assert_eq(waitpid(p, &status, 0), p);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %s",
+              k == 0 ? "survivor" : "fresh peer", rep->failed[k] ? rep->why[k] : "died");
+  }
+  munmap(rep, sizeof *rep);
+}
