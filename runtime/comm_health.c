@@ -26,6 +26,11 @@ int collgen__comm_check_errors(collgen_comm_t *c) {
     volatile unsigned int *e = status_of(c, r);
     unsigned int why = e[COLLGEN_ST_STOPPED];
     if (why == 0) continue;
+    if (why == COLLGEN_STOP_ABORTED)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_ABORTED,
+                           "rank %d (device %d) found this communicator aborted "
+                           "(collgen_comm_abort, in this or another process); destroy it", r,
+                           c->devices[r]);
     unsigned int peer = stopped_peer(c, r);
     int peer_dev = peer < (unsigned)c->ndev ? c->devices[peer] : -1;
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_TIMEOUT,
@@ -51,7 +56,9 @@ int collgen_comm_health(const collgen_comm_t *c, collgen_comm_health_t *h) {
     volatile unsigned int *e = status_of(c, r);
     unsigned int why = e[COLLGEN_ST_STOPPED];
     h->rank[r].peer = -1;
-    if (why != 0) {
+    if (why == COLLGEN_STOP_ABORTED) {
+      h->rank[r].state = COLLGEN_RANK_ABORTED;
+    } else if (why != 0) {
       unsigned int peer = stopped_peer(c, r);
       h->rank[r].state = COLLGEN_RANK_TIMED_OUT;
       h->rank[r].peer = peer < (unsigned)c->ndev ? (int)peer : -1;

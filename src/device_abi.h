@@ -28,12 +28,13 @@
 /* A rank's host-mapped status record (COLLGEN_STATUS_WORDS words), which
 ** its kernels write (templates/signal.cuh.tpl, record_timeout) and the host
 ** reads while they run. Word indices: */
-#define COLLGEN_ST_STOPPED 0   /* 0 running; COLLGEN_STOP_TIMEOUT: gave up */
+#define COLLGEN_ST_STOPPED 0   /* 0 running, else COLLGEN_STOP_*: why it stopped */
 #define COLLGEN_ST_RANK 1      /* group rank of the block that stopped */
 #define COLLGEN_ST_PEER 2      /* group rank it waited for */
 #define COLLGEN_ST_BLOCK 3     /* block that stopped */
 #define COLLGEN_STATUS_WORDS 4
 #define COLLGEN_STOP_TIMEOUT 1 /* the wait bound passed */
+#define COLLGEN_STOP_ABORTED 2 /* read the abort mark (this or another process aborted) */
 
 /* collgen_comm_abort (runtime/comm_abort.c) overwrites the count words of
 ** every signal buffer (everything before ll_token), then every byte, with
@@ -51,7 +52,9 @@
   L(COLLGEN_MAX_DEVICES, "ranks per communicator: per-rank slots")                 \
   L(COLLGEN_MAX_BLOCKS, "blocks per launch: per-block signal slots")               \
   L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")                     \
-  L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)")
+  L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)") \
+  L(COLLGEN_STOP_TIMEOUT, "status record: a wait passed its bound")               \
+  L(COLLGEN_STOP_ABORTED, "status record: a wait or count read the abort mark")
 
 /* Launch parameters, passed by value (one kernel parameter). */
 #define COLLGEN_KPARAMS_FIELDS(F, FP)                                              \

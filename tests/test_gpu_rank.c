@@ -384,3 +384,48 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
   }
   munmap(rep, sizeof *rep);
 }
+
+/* An abort in one process ends the waits of another: rank 0 calls, rank 1
+** never does and aborts 300 ms later instead (60 s bound). Rank 0's kernel
+** stops within milliseconds of the abort, and its host reports
+** COLLGEN_ERR_ABORTED. */
+Test(rank, an_abort_in_one_process_stops_the_other, .timeout = 120) {
+  collgen_unique_id_t id;
+  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+  rank_report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  cr_assert(rep != MAP_FAILED);
+  memset(rep, 0, sizeof *rep);
+  pid_t pids[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    pids[rank] = fork();
+    if (pids[rank] != 0) continue;
+    rank_ctx x;
+    rank_open(&x, rep, &id, 2, rank, 60000);
+    if (rank == 1) {
+      usleep(300 * 1000);
+      RANK_CHECK(rep, 1, collgen_comm_abort(x.c) == COLLGEN_OK, "abort: %s",
+                 collgen_comm_last_error(x.c));
+    } else {
+      int64_t n = 4097;
+      double t0 = collgen__now_ms();
+      int rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
+      RANK_CHECK(rep, 0, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x.c));
+      RANK_CHECK(rep, 0, collgen__cu.cuStreamSynchronize((CUstream)x.s) == CUDA_SUCCESS, "sync");
+      const double ms = collgen__now_ms() - t0;
+      rc = collgen_comm_check(x.c);
+      RANK_CHECK(rep, 0, rc == COLLGEN_ERR_ABORTED, "check: %s: %s", collgen_status_name(rc),
+                 collgen_comm_last_error(x.c));
+      RANK_CHECK(rep, 0, ms < 300 + 2000, "the kernel ended %.0f ms after the call", ms);
+      fprintf(stderr, "rank: the peer's abort ended this rank's call after %.1f ms\n", ms);
+    }
+    rank_close(&x);
+    _exit(0);
+  }
+  for (int r = 0; r < 2; ++r) {
+    int status = 0;
+    cr_assert_eq(waitpid(pids[r], &status, 0), pids[r]);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: %s", r,
+              rep->failed[r] ? rep->why[r] : "died");
+  }
+  munmap(rep, sizeof *rep);
+}

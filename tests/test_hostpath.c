@@ -485,6 +485,15 @@ Test(hostpath, health_names_the_rank_that_gave_up) {
             strstr(collgen_comm_last_error(c), "for rank 0 (device 0)"), "%s",
             collgen_comm_last_error(c));
   cr_expect_eq(collgen_comm_health(NULL, &h), COLLGEN_ERR_INVALID_ARG);
+  /* a kernel that read the abort mark (another process aborted) */
+  unsigned int *rank2 = c->errors + 2 * COLLGEN_STATUS_WORDS;
+  rank1[COLLGEN_ST_STOPPED] = 0;
+  rank2[COLLGEN_ST_STOPPED] = COLLGEN_STOP_ABORTED;
+  cr_assert_eq(collgen_comm_health(c, &h), COLLGEN_OK);
+  cr_expect_eq(h.rank[2].state, COLLGEN_RANK_ABORTED);
+  cr_expect_eq(h.rank[1].state, COLLGEN_RANK_OK);
+  cr_expect_eq(collgen_comm_check(c), COLLGEN_ERR_ABORTED);
+  cr_expect(strstr(collgen_comm_last_error(c), "rank 2 (device 2)"), "%s", collgen_comm_last_error(c));
   collgen_comm_destroy(c);
 }
 
