@@ -61,7 +61,7 @@
   F(const void *, in, [COLLGEN_MAX_DEVICES],                                       \
     "per-rank inputs / row shards (P2P pointers)")                                 \
   F(void *, out, [COLLGEN_MAX_DEVICES],                                            \
-    "allreduce: every rank's output; allreduce_residual_rmsnorm: residual_out") \
+    "every rank's output; allreduce_residual_rmsnorm: every residual_out")         \
   F(void *, signal, [COLLGEN_MAX_DEVICES], "per-rank signal buffers")              \
   F(void *, normed, , "rmsnorm ops: this rank's normed output")                    \
   F(void *, residual, , "allgather_rmsnorm: this rank's gathered rows")            \

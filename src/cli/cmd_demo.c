@@ -57,7 +57,7 @@ static int compile_only(const char *why) {
     char where[4600];
     int on_disk = cli_entry_on_disk(dir, info.key, where, sizeof where);
     stored += on_disk;
-    printf("  %-52s %6zu B cubin, %3d registers, %d spill bytes, %s, %.1f ms%s%s\n",
+    printf("  %-58s %6zu B cubin, %3d registers, %d spill bytes, %s, %.1f ms%s%s\n",
            info.kernel, info.cubin_size, info.registers, info.spill_bytes,
            info.cache_hit ? "cached" : "compiled", info.milliseconds,
            on_disk ? "" : "; NOT STORED: ", on_disk ? "" : where);

@@ -34,7 +34,7 @@
 // Launch parameters, passed by value (host: collgen__kparams).
 struct collgen_kparams {
   const void *in[COLLGEN_MAX_DEVICES];                    // per-rank inputs / row shards (P2P pointers)
-  void *out[COLLGEN_MAX_DEVICES];                         // allreduce: every rank's output; allreduce_residual_rmsnorm: residual_out
+  void *out[COLLGEN_MAX_DEVICES];                         // every rank's output; allreduce_residual_rmsnorm: every residual_out
   void *signal[COLLGEN_MAX_DEVICES];                      // per-rank signal buffers
   void *normed;                                           // rmsnorm ops: this rank's normed output
   void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
