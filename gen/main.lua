@@ -42,7 +42,7 @@ local function vars_of(spec)
   return {
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
-    COLS = spec.cols, ITEMS = spec.items, algo = spec.algo,
+    COLS = spec.cols, ITEMS = spec.items, algo = spec.algo, FP8 = spec.fp8,
     abi = catalog.abi,
   }
 end

@@ -2,9 +2,9 @@
 --
 -- Input (a shape, filled by the C side): op, dtype, ngpus, group_size
 -- (already resolved, never 0), tensor_rank, elems, rows, cols, aligned16,
--- inplace, max_blocks (0 = default), arch.
+-- inplace, fp8 (a name of catalog.fp8), max_blocks (0 = default), arch.
 -- Output (a spec): what the kernel source depends on (op, dtype, group,
--- algo, vec, block, cols, items) plus the launch grid. The grid is derived
+-- algo, vec, block, cols, items, fp8) plus the launch grid. The grid is derived
 -- from the shape alone, never from device queries, so every rank of a group
 -- launches the same grid. The tensor rank is validated but not specialized
 -- on: every kernel works on the flattened tensor, so specializing would only
@@ -12,9 +12,10 @@
 
 local M = {}
 
--- Ops, dtypes, archs and the device limits come from the catalog the C side
--- pushes (src/catalog.h, src/device_abi.h); nothing here repeats them.
-local DTYPES, OPS, ARCHS = catalog.dtypes, catalog.ops, catalog.archs
+-- Ops, dtypes, FP8 output modes, archs and the device limits come from the
+-- catalog the C side pushes (src/catalog.h, src/device_abi.h); nothing here
+-- repeats them.
+local DTYPES, OPS, ARCHS, FP8 = catalog.dtypes, catalog.ops, catalog.archs, catalog.fp8
 local MAX_DEVICES = catalog.limits.MAX_DEVICES
 M.MAX_BLOCKS = catalog.limits.MAX_BLOCKS  -- signal-buffer slots per rank; grids never exceed it
 M.LL_LINES = catalog.limits.LL_LINES      -- LL lines per (bank, sender): 8 payload bytes each
@@ -78,6 +79,11 @@ function M.is_copy(s)
   return OPS[s.op].kind == "reduce" and s.group_size == 1
 end
 
+-- The ops that can write normed as float8 e4m3 (catalog.fp8 modes other
+-- than "none"): the epilogue of templates/rmsnorm.cuh.tpl, which only this
+-- op's template renders with a mode.
+local FP8_OPS = { allreduce_residual_rmsnorm = true }
+
 local function check_common(s)
   local d = DTYPES[s.dtype]
   if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
@@ -86,6 +92,15 @@ local function check_common(s)
   if not sm then fail("unsupported arch '" .. tostring(s.arch) .. "'") end
   if sm < d.min_sm then
     fail(string.format("%s needs sm_%d or newer, not %s", s.dtype, d.min_sm, s.arch))
+  end
+  local f = FP8[s.fp8]
+  if not f then fail("unknown fp8 mode '" .. tostring(s.fp8) .. "'") end
+  if s.fp8 ~= "none" and not FP8_OPS[s.op] then
+    fail(string.format("%s has no FP8 output (fp8 %s)", s.op, s.fp8))
+  end
+  if sm < f.min_sm then
+    fail(string.format("FP8 output (fp8 %s) needs sm_%d or newer, not %s", s.fp8, f.min_sm,
+                       s.arch))
   end
   if s.ngpus < 1 or s.ngpus > MAX_DEVICES then
     fail(string.format("ngpus must be 1..%d, got %d", MAX_DEVICES, s.ngpus))
@@ -129,7 +144,7 @@ local function plan_allreduce(s)
   local grid = clamp(ceil_div(work, block), 1, grid_cap(s))
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
-    block = block, grid = grid, cols = 0, items = 0, arch = s.arch,
+    block = block, grid = grid, cols = 0, items = 0, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
     kernel = string.format("collgen_allreduce_%s_%s_g%d_v%d", algo, s.dtype, g, vec),
   }
@@ -194,7 +209,7 @@ local function plan_allgather_rmsnorm(s)
   local grid = clamp(s.rows, 1, math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS))
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
-    block = block, grid = grid, cols = s.cols, items = items, arch = s.arch,
+    block = block, grid = grid, cols = s.cols, items = items, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
     kernel = string.format("collgen_allgather_rmsnorm_%s_g%d_c%d_v%d_%s",
                            s.dtype, g, s.cols, vec, row_tag(algo == "ll" and "ll" or "u", items)),
@@ -212,6 +227,9 @@ end
 --             2(G-1)/G instead of G-1 tensors over the links per rank.
 -- In place needs nothing special: no algorithm reads a residual_in
 -- another rank may overwrite (templates/allreduce_residual_rmsnorm.cu.tpl).
+-- An FP8 output (s.fp8 "dynamic" or "static") plans as the plain op: the
+-- same algorithm, layout and so the same sum order, so normed_f32 has the
+-- same bits; only the epilogue and the kernel name's suffix differ.
 local function plan_allreduce_residual_rmsnorm(s)
   local g = s.group_size
   local vec, nv, block, items = row_layout(s)
@@ -232,9 +250,10 @@ local function plan_allreduce_residual_rmsnorm(s)
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = clamp(grid_rows, 1, cap), cols = s.cols, items = items,
-    arch = s.arch, template = OPS[s.op].template,
-    kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s",
-                           s.dtype, g, s.cols, vec, algo, row_tag("u", items)),
+    fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s%s",
+                           s.dtype, g, s.cols, vec, algo, row_tag("u", items),
+                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
   }
 end
 
@@ -257,7 +276,8 @@ end
 
 -- The fields that change the generated source, in a fixed order. The grid
 -- is deliberately absent: it is a launch parameter, not part of the kernel.
-M.KEY_FIELDS = { "op", "dtype", "group", "algo", "vec", "block", "cols", "items", "arch", "kernel" }
+M.KEY_FIELDS = { "op", "dtype", "group", "algo", "vec", "block", "cols", "items", "fp8", "arch",
+                 "kernel" }
 
 -- Returns the canonical text of a spec, used for the cache key.
 function M.canonical(spec)
@@ -269,7 +289,8 @@ end
 -- What a call of each op can vary beyond its class: the size field and the
 -- thresholds its planning function compares it against (above), and
 -- whether the class lists cols. Every other field of a call is probed
--- over its whole (small) domain.
+-- over its whole (small) domain: the FP8 modes (FP8_OPS) those the arch
+-- has.
 local VARIANT_AXES = {
   allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
   allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },
@@ -302,6 +323,20 @@ local function size_probes(axes, s)
   return list
 end
 
+-- The FP8 output modes a call of the class can ask for: "none" for ops
+-- without FP8 output; else the class's list (class.fp8, checked when
+-- planned), or by default every mode the arch supports, in name order.
+local function fp8_probes(class)
+  if not FP8_OPS[class.op] then return { "none" } end
+  if class.fp8 then return class.fp8 end
+  local list = {}
+  for name, f in pairs(FP8) do
+    if ARCHS[class.arch] >= f.min_sm then list[#list + 1] = name end
+  end
+  table.sort(list)
+  return list
+end
+
 local function copy_shape(s)
   local c = {}
   for k, v in pairs(s) do c[k] = v end
@@ -310,9 +345,11 @@ end
 
 -- Every kernel the planner can pick for any call of a shape class:
 -- class = { op, dtype, ngpus, arch, group_sizes (default: every divisor
--- of ngpus), cols (a list; needed by allgather_rmsnorm) }. Any call means
+-- of ngpus), cols (a list; needed by the RMSNorm ops), fp8 (a list of
+-- mode names; default: every mode the arch supports) }. Any call means
 -- any size (0 and huge included), 16-byte aligned or not, in place or not,
--- any max_blocks. Returns a list of { shape, spec, canonical }, one per
+-- any max_blocks, each of the class's FP8 output modes (fp8_probes).
+-- Returns a list of { shape, spec, canonical }, one per
 -- distinct canonical text, where `shape` is a call that plans to `spec`.
 -- Reductions over a group of one have no kernel (M.is_copy) and no entry.
 -- Raises "planner: <reason>" on a bad class.
@@ -321,13 +358,14 @@ function M.variants(class)
   if not axes then fail("unknown op '" .. tostring(class.op) .. "'") end
   local cols_list = axes.per_cols and (class.cols or {}) or { 0 }
   if #cols_list == 0 then fail(class.op .. " needs a list of cols") end
+  if class.fp8 and #class.fp8 == 0 then fail("the list of fp8 modes is empty") end
   local out, seen = {}, {}
   for _, g in ipairs(class.group_sizes or divisors(class.ngpus)) do
     for _, cols in ipairs(cols_list) do
       local base = {
         op = class.op, dtype = class.dtype, ngpus = class.ngpus, group_size = g,
         tensor_rank = OPS[class.op].min_rank, elems = 0, rows = 0, cols = cols,
-        aligned16 = true, inplace = false, max_blocks = 0, arch = class.arch,
+        aligned16 = true, inplace = false, fp8 = "none", max_blocks = 0, arch = class.arch,
       }
       check_common(base)
       if not M.is_copy(base) then
@@ -335,14 +373,17 @@ function M.variants(class)
         for _, size in ipairs(size_probes(axes, base)) do
           for _, aligned in ipairs({ true, false }) do
             for _, inplace in ipairs({ false, true }) do
-              for _, max_blocks in ipairs({ 0, 1, M.MAX_BLOCKS }) do
-                local s = copy_shape(base)
-                s[axes.size], s.aligned16, s.inplace, s.max_blocks = size, aligned, inplace, max_blocks
-                local spec = M.plan(s)
-                local text = M.canonical(spec)
-                if not seen[text] then
-                  seen[text] = true
-                  out[#out + 1] = { shape = s, spec = spec, canonical = text }
+              for _, fp8 in ipairs(fp8_probes(class)) do
+                for _, max_blocks in ipairs({ 0, 1, M.MAX_BLOCKS }) do
+                  local s = copy_shape(base)
+                  s[axes.size], s.aligned16, s.inplace = size, aligned, inplace
+                  s.fp8, s.max_blocks = fp8, max_blocks
+                  local spec = M.plan(s)
+                  local text = M.canonical(spec)
+                  if not seen[text] then
+                    seen[text] = true
+                    out[#out + 1] = { shape = s, spec = spec, canonical = text }
+                  end
                 end
               end
             end

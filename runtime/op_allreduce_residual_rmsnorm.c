@@ -1,11 +1,14 @@
 /*
 ** op_allreduce_residual_rmsnorm.c -- fused allreduce + residual add +
-** RMSNorm: its public entry point and its runtime descriptor
-** (op_runtime.h). Roles: x (the partial sums peers read), residual_in,
-** gamma, and the normed and residual_out outputs. residual_out may be
-** exactly residual_in (in place); no other pair may overlap where one is
-** written. A group of one rank still runs its kernel (add and normalize).
+** RMSNorm: its two public entry points (normed in the dtype, or as float8
+** e4m3) and its runtime descriptor (op_runtime.h). Roles: x (the partial
+** sums peers read), residual_in, gamma, residual_out and one normed output:
+** in the dtype, or e4m3 bytes plus (dynamic scaling) a float scale per row.
+** residual_out may be exactly residual_in (in place); no other pair may
+** overlap where one is written. A group of one rank still runs its kernel
+** (add and normalize).
 */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,7 +16,60 @@
 #include "op_runtime.h"
 #include "shape.h"
 
-enum { ROLE_X, ROLE_RESIDUAL_IN, ROLE_NORMED, ROLE_RESIDUAL_OUT, ROLE_GAMMA };
+enum {
+  ROLE_X, ROLE_RESIDUAL_IN, ROLE_NORMED, ROLE_RESIDUAL_OUT, ROLE_GAMMA, ROLE_NORMED_FP8,
+  ROLE_ROW_SCALES
+};
+
+/* The roles a call leaves out: the e4m3 ones (collgen_allreduce_residual_rmsnorm),
+** or normed in the dtype and, unless scaling is dynamic, row_scales
+** (collgen_allreduce_residual_rmsnorm_fp8, whatever mode it was given). */
+static unsigned unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
+  if (!fp8_entry) return 1u << ROLE_NORMED_FP8 | 1u << ROLE_ROW_SCALES;
+  if (mode == COLLGEN_FP8_DYNAMIC) return 1u << ROLE_NORMED;
+  return 1u << ROLE_NORMED | 1u << ROLE_ROW_SCALES;
+}
+
+/* eps and weight_offset; for collgen_allreduce_residual_rmsnorm_fp8 also
+** the mode, its scale arguments and every rank's arch. */
+static int check_args(collgen_comm_t *c, const collgen__call *call) {
+  int rc = collgen__check_norm_scalars(c, call);
+  if (rc != COLLGEN_OK || (call->unused_roles & (1u << ROLE_NORMED_FP8))) return rc;
+  if (call->fp8 != COLLGEN_FP8_DYNAMIC && call->fp8 != COLLGEN_FP8_STATIC)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "FP8 mode %d: must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC "
+                         "(collgen_allreduce_residual_rmsnorm writes normed in the dtype)",
+                         (int)call->fp8);
+  if (call->fp8 == COLLGEN_FP8_DYNAMIC && call->static_scale != 0.0f)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "static_scale must be 0 with COLLGEN_FP8_DYNAMIC (got %g): the "
+                         "kernel computes a scale per row", (double)call->static_scale);
+  if (call->fp8 == COLLGEN_FP8_STATIC &&
+      (!(call->static_scale > 0.0f) || !isfinite(call->static_scale)))
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "static_scale must be finite and > 0 with COLLGEN_FP8_STATIC, got %g",
+                         (double)call->static_scale);
+  if (call->fp8 == COLLGEN_FP8_STATIC && call->buffers[ROLE_ROW_SCALES])
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "row_scales must be NULL with COLLGEN_FP8_STATIC (no scales are "
+                         "written)");
+  return collgen__check_fp8_arch(c, call->fp8);
+}
+
+int collgen__check_fp8_arch(collgen_comm_t *c, collgen_fp8_mode_t fp8) {
+  const collgen__fp8_desc *mode = collgen__fp8_find(fp8);
+  if (!mode)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "unknown FP8 mode %d",
+                         (int)fp8);
+  for (int r = 0; r < c->ndev; ++r) {
+    const collgen__arch_desc *a = collgen__arch_find(c->arch[r]);
+    if (!a || a->sm < mode->min_sm)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                           "FP8 output (%s) needs sm_%d or newer: rank %d (device %d) is %s",
+                           mode->name, mode->min_sm, r, c->devices[r], c->arch[r]);
+  }
+  return COLLGEN_OK;
+}
 
 /* Every rank of a group holds the same [rows, cols] shape (leading dims
 ** flattened into rows). */
@@ -25,21 +81,23 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   const int64_t cols = call->shapes[base][call->tensor_rank - 1];
   g->shape.cols = cols;
   g->shape.rows = cols ? elems / cols : 0;
+  g->shape.fp8 = call->fp8;
   g->empty = elems == 0;
   const int64_t esize = collgen__dtype_bytes(call->dtype);
-  for (int r = base; !g->empty && r < base + size; ++r) {
-    g->bytes[ROLE_X][r] = elems * esize;
-    g->bytes[ROLE_RESIDUAL_IN][r] = elems * esize;
-    g->bytes[ROLE_NORMED][r] = elems * esize;
-    g->bytes[ROLE_RESIDUAL_OUT][r] = elems * esize;
-    g->bytes[ROLE_GAMMA][r] = cols * esize;
-  }
+  const int64_t extent[] = {
+      [ROLE_X] = elems * esize,          [ROLE_RESIDUAL_IN] = elems * esize,
+      [ROLE_NORMED] = elems * esize,     [ROLE_RESIDUAL_OUT] = elems * esize,
+      [ROLE_GAMMA] = cols * esize,       [ROLE_NORMED_FP8] = elems,
+      [ROLE_ROW_SCALES] = g->shape.rows * (int64_t)sizeof(float)};
+  for (int r = base; !g->empty && r < base + size; ++r)
+    for (int k = 0; k <= ROLE_ROW_SCALES; ++k)
+      if (!(call->unused_roles & (1u << k))) g->bytes[k][r] = extent[k];
   return COLLGEN_OK;
 }
 
 /* Every rank's x and residual_out (peers read the one and may write the
-** other, depending on the algorithm); this rank's residual_in, normed and
-** gamma. */
+** other, depending on the algorithm); this rank's residual_in, normed
+** output, row scales and gamma. */
 static void fill_rank(const collgen__call *call, const collgen__group *g, int base, int size,
                       int r, collgen__kparams *kp) {
   for (int k = 0; k < size; ++k) {
@@ -47,7 +105,10 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
     kp->out[k] = (void *)call->buffers[ROLE_RESIDUAL_OUT][base + k];
   }
   kp->residual_in = call->buffers[ROLE_RESIDUAL_IN][r];
-  kp->normed = (void *)call->buffers[ROLE_NORMED][r];
+  const int normed = call->fp8 == COLLGEN_FP8_NONE ? ROLE_NORMED : ROLE_NORMED_FP8;
+  kp->normed = (void *)call->buffers[normed][r];
+  if (call->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_ROW_SCALES][r];
+  kp->static_scale = call->static_scale;
   kp->gamma = call->buffers[ROLE_GAMMA][r];
   kp->count = (unsigned long long)g->shape.rows;
   kp->eps = call->eps;
@@ -82,11 +143,12 @@ static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen
 
 const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
-    .nroles = 5,
-    .roles = {{"x", 0}, {"residual_in", 0}, {"normed output", 1}, {"residual_out", 1},
-              {"gamma", 0}},
+    .nroles = 7,
+    .roles = {{"x", 0, 0}, {"residual_in", 0, 0}, {"normed output", 1, 0},
+              {"residual_out", 1, 0}, {"gamma", 0, 0}, {"normed_fp8 output", 1, 1},
+              {"row_scales", 1, (int)sizeof(float)}},
     .same_buffer_ok = {{ROLE_RESIDUAL_IN, ROLE_RESIDUAL_OUT}, {-1, -1}},
-    .check_scalars = collgen__check_norm_scalars,
+    .check_scalars = check_args,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .stage_in = stage_in,
@@ -104,8 +166,28 @@ int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype,
       .shapes = shapes,
       .buffers = {x, residual_in, (const void *const *)out_normed,
                   (const void *const *)residual_out, gammas},
-      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
-      .streams = streams};
+      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE),
+      .eps = eps, .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE,
+      .group_size = group_size, .streams = streams};
+  return collgen__op_run(c, &call);
+}
+
+int collgen_allreduce_residual_rmsnorm_fp8(
+    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *const *shapes,
+    const void *const *x, const void *const *residual_in, void *const *normed_fp8,
+    float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
+    float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
+    const collgen_stream_t *streams) {
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+      .shapes = shapes,
+      .buffers = {[ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in,
+                  [ROLE_RESIDUAL_OUT] = (const void *const *)residual_out,
+                  [ROLE_GAMMA] = gammas, [ROLE_NORMED_FP8] = (const void *const *)normed_fp8,
+                  [ROLE_ROW_SCALES] = (const void *const *)row_scales},
+      .unused_roles = unused_roles(1, mode),
+      .eps = eps, .weight_offset = weight_offset, .fp8 = mode, .static_scale = static_scale,
+      .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
 
@@ -133,8 +215,9 @@ int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t d
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shapes,
       .buffers = {xs, res_in, (const void *const *)normed, (const void *const *)res_out, gammas},
-      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
-      .streams = streams, .per_rank = 1};
+      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE),
+      .eps = eps, .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE,
+      .group_size = group_size, .streams = streams, .per_rank = 1};
   /* Calls larger than a staging region run as consecutive row ranges (rows
   ** are independent); every rank cuts the same ranges. The driver checks
   ** everything else, and reports a bad shape. */

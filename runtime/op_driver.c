@@ -44,7 +44,7 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes and streams must not be NULL");
   for (int k = 0; k < rt->nroles; ++k)
-    if (!call->buffers[k])
+    if (!call->buffers[k] && !(call->unused_roles & (1u << k)))
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                            "the %s array must not be NULL", rt->roles[k].name);
   for (int r = 0; r < c->ndev; ++r)
@@ -112,9 +112,11 @@ static int same_buffer_ok(const collgen__op_runtime *rt, int a, int b) {
 ** is not 16-byte aligned. */
 static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, collgen__group *g, int r) {
-  const uintptr_t esize = (uintptr_t)collgen__dtype_bytes(call->dtype);
   for (int k = 0; k < rt->nroles; ++k) {
     if (g->bytes[k][r] == 0) continue;
+    const uintptr_t esize = (uintptr_t)(rt->roles[k].elem_bytes
+                                            ? rt->roles[k].elem_bytes
+                                            : collgen__dtype_bytes(call->dtype));
     uintptr_t p = (uintptr_t)call->buffers[k][r];
     if (!p)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,

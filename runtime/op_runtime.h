@@ -16,7 +16,7 @@
 #define COLLGEN_OP_RUNTIME_H
 #include "comm_internal.h"
 
-#define COLLGEN_MAX_ROLES 6
+#define COLLGEN_MAX_ROLES 7
 
 /* The arguments of one call, op-neutral. buffers[k][r] is rank r's buffer
 ** of role k (the op's roles[k]). */
@@ -26,7 +26,11 @@ typedef struct {
   int tensor_rank;
   const int64_t *const *shapes;        /* per rank, tensor_rank dims each */
   const void *const *buffers[COLLGEN_MAX_ROLES];
+  unsigned unused_roles;               /* bit k: the call has no role k (its
+                                          array may be NULL; nothing checked) */
   float eps, weight_offset;            /* rmsnorm ops */
+  collgen_fp8_mode_t fp8;              /* allreduce_residual_rmsnorm: normed as e4m3 */
+  float static_scale;                  /* ... with COLLGEN_FP8_STATIC */
   int group_size;                      /* resolved by the driver (0 = all) */
   const collgen_stream_t *streams;
   /* A collgen_rank_* call (one process per GPU): only this process's rank
@@ -45,6 +49,7 @@ typedef struct {
 typedef struct {
   const char *name;       /* "input", "normed output", ... (for messages) */
   int is_output;
+  int elem_bytes;         /* alignment its pointers need; 0 = the call's dtype size */
 } collgen__role;
 
 typedef struct {
@@ -59,11 +64,12 @@ typedef struct {
   ** (no kernel) when copy_alone is set. */
   int copy_alone;
   int copy_roles[2];
-  /* Checks the call's scalar arguments (NULL if none). */
+  /* Checks the call's scalar arguments and modes (NULL if none). */
   int (*check_scalars)(collgen_comm_t *c, const collgen__call *call);
   /* Checks the shapes of the group [base, base+size) and fills g: extents
-  ** of every role per rank, shape fields, empty. g->shape already holds the
-  ** common fields. Must not launch or write anything. */
+  ** of every role per rank (0 for the call's unused_roles), shape fields,
+  ** empty. g->shape already holds the common fields. Must not launch or
+  ** write anything. */
   int (*measure_group)(collgen_comm_t *c, const collgen__call *call, int base, int size,
                        collgen__group *g);
   /* After the pointers were checked: lets the op derive flags from them
@@ -104,6 +110,11 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 /* check_scalars of the RMSNorm ops: eps finite and >= 0, weight_offset
 ** finite. */
 int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
+
+/* COLLGEN_ERR_UNSUPPORTED (with c->err) when a rank's arch lacks what FP8
+** output mode `fp8` needs (catalog: COLLGEN_FP8_MAP), INVALID_ARG for an
+** unknown mode; COLLGEN_OK for COLLGEN_FP8_NONE and any arch. */
+int collgen__check_fp8_arch(collgen_comm_t *c, collgen_fp8_mode_t fp8);
 
 /* For ops whose ranks all hold one shape: checks that every rank of the
 ** group [base, base+size) has rank base's shape, with no negative

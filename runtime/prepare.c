@@ -22,6 +22,8 @@ static int check_shape(collgen_comm_t *c, const collgen_shape_t *in, int i, coll
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shape %d: group_size %d does not divide the %d ranks", i,
                          s->group_size, c->ndev);
+  int rc = collgen__check_fp8_arch(c, s->fp8); /* the status the call would give */
+  if (rc != COLLGEN_OK) return rc;
   /* The planner checks the rest (dtype, sizes, arch) when it plans. */
   collgen_plan_t plan;
   if (collgen_plan(c->gen, s, &plan) != COLLGEN_OK)

@@ -19,6 +19,12 @@ static const collgen__op_desc ops[] = {
 #undef OP_ENTRY
 };
 
+static const collgen__fp8_desc fp8_modes[] = {
+#define FP8_ENTRY(NAME, value, id, sm) {COLLGEN_FP8_##NAME, #id, sm},
+    COLLGEN_FP8_MAP(FP8_ENTRY)
+#undef FP8_ENTRY
+};
+
 static const collgen__arch_desc archs[] = {
 #define ARCH_ENTRY(name, sm) {name, sm},
     COLLGEN_ARCH_MAP(ARCH_ENTRY)
@@ -29,6 +35,7 @@ static const collgen__arch_desc archs[] = {
 
 int collgen__dtype_count(void) { return COUNT(dtypes); }
 int collgen__op_count(void) { return COUNT(ops); }
+int collgen__fp8_count(void) { return COUNT(fp8_modes); }
 int collgen__arch_count(void) { return COUNT(archs); }
 
 const collgen__dtype_desc *collgen__dtype_at(int i) {
@@ -36,6 +43,9 @@ const collgen__dtype_desc *collgen__dtype_at(int i) {
 }
 const collgen__op_desc *collgen__op_at(int i) {
   return i >= 0 && i < COUNT(ops) ? &ops[i] : NULL;
+}
+const collgen__fp8_desc *collgen__fp8_at(int i) {
+  return i >= 0 && i < COUNT(fp8_modes) ? &fp8_modes[i] : NULL;
 }
 const collgen__arch_desc *collgen__arch_at(int i) {
   return i >= 0 && i < COUNT(archs) ? &archs[i] : NULL;
@@ -50,6 +60,12 @@ const collgen__dtype_desc *collgen__dtype_find(collgen_dtype_t dtype) {
 const collgen__op_desc *collgen__op_find(collgen_op_t op) {
   for (int i = 0; i < COUNT(ops); ++i)
     if (ops[i].op == op) return &ops[i];
+  return NULL;
+}
+
+const collgen__fp8_desc *collgen__fp8_find(collgen_fp8_mode_t mode) {
+  for (int i = 0; i < COUNT(fp8_modes); ++i)
+    if (fp8_modes[i].mode == mode) return &fp8_modes[i];
   return NULL;
 }
 
@@ -69,6 +85,11 @@ const char *collgen__dtype_name(collgen_dtype_t dtype) {
   return d ? d->name : "?";
 }
 
+const char *collgen__fp8_name(collgen_fp8_mode_t mode) {
+  const collgen__fp8_desc *d = collgen__fp8_find(mode);
+  return d ? d->name : "?";
+}
+
 int collgen__dtype_bytes(collgen_dtype_t dtype) {
   const collgen__dtype_desc *d = collgen__dtype_find(dtype);
   return d ? d->bytes : 0;
@@ -83,5 +104,11 @@ int collgen__parse_op(const char *s, collgen_op_t *op) {
 int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype) {
   for (int i = 0; s && i < COUNT(dtypes); ++i)
     if (strcmp(s, dtypes[i].name) == 0) { *dtype = dtypes[i].dtype; return 0; }
+  return -1;
+}
+
+int collgen__parse_fp8(const char *s, collgen_fp8_mode_t *mode) {
+  for (int i = 0; s && i < COUNT(fp8_modes); ++i)
+    if (strcmp(s, fp8_modes[i].name) == 0) { *mode = fp8_modes[i].mode; return 0; }
   return -1;
 }

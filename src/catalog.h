@@ -2,8 +2,9 @@
 ** catalog.h -- the one description of ops, dtypes and target archs that
 ** every layer reads: C through these lookups, Lua through the `catalog`
 ** table pushed into the generator's state (src/lua_catalog.c). The lists
-** themselves are the X-macros COLLGEN_OP_MAP and COLLGEN_DTYPE_MAP in
-** collgen.h and COLLGEN_ARCH_MAP below; nothing else lists them.
+** themselves are the X-macros COLLGEN_OP_MAP, COLLGEN_DTYPE_MAP and
+** COLLGEN_FP8_MAP in collgen.h and COLLGEN_ARCH_MAP below; nothing else
+** lists them.
 */
 #ifndef COLLGEN_CATALOG_H
 #define COLLGEN_CATALOG_H
@@ -32,6 +33,12 @@ typedef struct {
 } collgen__op_desc;
 
 typedef struct {
+  collgen_fp8_mode_t mode;
+  const char *name;      /* "dynamic" */
+  int min_sm;            /* oldest arch that has its conversion (0: any) */
+} collgen__fp8_desc;
+
+typedef struct {
   const char *name;      /* "sm_90a" */
   int sm;                /* 90 */
 } collgen__arch_desc;
@@ -39,26 +46,31 @@ typedef struct {
 /* Number of entries of each list. */
 int collgen__dtype_count(void);
 int collgen__op_count(void);
+int collgen__fp8_count(void);
 int collgen__arch_count(void);
 
 /* Entry i (0 <= i < count) of each list. */
 const collgen__dtype_desc *collgen__dtype_at(int i);
 const collgen__op_desc *collgen__op_at(int i);
+const collgen__fp8_desc *collgen__fp8_at(int i);
 const collgen__arch_desc *collgen__arch_at(int i);
 
 /* The entry of a value, or NULL when the value names no entry: callers
 ** turn NULL into an error, never into a default. */
 const collgen__dtype_desc *collgen__dtype_find(collgen_dtype_t dtype);
 const collgen__op_desc *collgen__op_find(collgen_op_t op);
+const collgen__fp8_desc *collgen__fp8_find(collgen_fp8_mode_t mode);
 const collgen__arch_desc *collgen__arch_find(const char *name);
 
 /* Name of a value, or "?" when it names no entry (for messages only). */
 const char *collgen__op_name(collgen_op_t op);
 const char *collgen__dtype_name(collgen_dtype_t dtype);
+const char *collgen__fp8_name(collgen_fp8_mode_t mode);
 /* Element size of a valid dtype; 0 for an unknown one. */
 int collgen__dtype_bytes(collgen_dtype_t dtype);
 
 /* Name -> value; 0, or -1 when the name is not in the list. */
 int collgen__parse_op(const char *s, collgen_op_t *op);
 int collgen__parse_dtype(const char *s, collgen_dtype_t *dtype);
+int collgen__parse_fp8(const char *s, collgen_fp8_mode_t *mode);
 #endif

@@ -5,7 +5,8 @@
 ** from Lua templates, compiles them with NVRTC, caches the cubins on disk and
 ** launches them over peer-to-peer mapped buffers on up to 8 GPUs driven from
 ** one process. Three operations: allreduce sum, fused all-gather + RMSNorm
-** and fused allreduce + residual add + RMSNorm.
+** and fused allreduce + residual add + RMSNorm (its normed output also as
+** float8 e4m3).
 **
 ** Conventions: every function returns 0 (COLLGEN_OK) or a negative
 ** COLLGEN_ERR_* code. A handle keeps a readable message of its last error
@@ -150,6 +151,23 @@ typedef enum {
 #undef COLLGEN_DTYPE_ENUM_ENTRY
 } collgen_dtype_t;
 
+/* How allreduce_residual_rmsnorm writes normed, described once:
+** XX(NAME, value, id, minimum sm). `none` writes it in the call's dtype;
+** the others as float8 e4m3 (OCP E4M3FN, one byte per element), divided by
+** a scale computed per row by the kernel (`dynamic`) or given by the caller
+** for the whole tensor (`static`). The e4m3 conversion
+** (cvt.rn.satfinite.e4m3x2.f32) needs sm_89 or newer. */
+#define COLLGEN_FP8_MAP(XX)                                                    \
+  XX(NONE, 0, none, 0)                                                         \
+  XX(DYNAMIC, 1, dynamic, 89)                                                  \
+  XX(STATIC, 2, static, 89)
+
+typedef enum {
+#define COLLGEN_FP8_ENUM_ENTRY(NAME, value, id, sm) COLLGEN_FP8_##NAME = value,
+  COLLGEN_FP8_MAP(COLLGEN_FP8_ENUM_ENTRY)
+#undef COLLGEN_FP8_ENUM_ENTRY
+} collgen_fp8_mode_t;
+
 /* The shape of one collective call, as the planner sees it. */
 typedef struct collgen_shape {
   collgen_op_t op;
@@ -164,6 +182,8 @@ typedef struct collgen_shape {
   int aligned16;    /* 1 if every pointer of the call is 16-byte aligned */
   int inplace;      /* allreduce_sum: 1 if outputs alias inputs (the other
                        ops' kernels are the same either way) */
+  collgen_fp8_mode_t fp8; /* allreduce_residual_rmsnorm: how normed is written
+                       (COLLGEN_FP8_*); COLLGEN_FP8_NONE for the other ops */
   int max_blocks;   /* grid cap, 0 = planner default (at most 256) */
   char arch[16];    /* target, e.g. "sm_90" (empty = "sm_90") */
 } collgen_shape_t;
@@ -203,8 +223,9 @@ COLLGEN_API int collgen_plan(collgen_generator_t *gen, const collgen_shape_t *sh
                              collgen_plan_t *plan);
 
 /* A class of calls: every call of one op and dtype on `ngpus` ranks with
-** one of the group sizes (and, for the RMSNorm ops, one of the cols),
-** whatever its element or row count, alignment, aliasing or grid cap. */
+** one of the group sizes (and, for the RMSNorm ops, one of the cols; for
+** allreduce_residual_rmsnorm, one of the FP8 output modes), whatever its
+** element or row count, alignment, aliasing or grid cap. */
 typedef struct collgen_shape_class {
   collgen_op_t op;
   collgen_dtype_t dtype;
@@ -213,6 +234,11 @@ typedef struct collgen_shape_class {
   int group_size_count;
   const int64_t *cols;      /* the RMSNorm ops: at least one; else unused */
   int cols_count;
+  const collgen_fp8_mode_t *fp8_modes; /* allreduce_residual_rmsnorm: how
+                               normed is written (COLLGEN_FP8_NONE too), each
+                               supported by the arch; NULL = every mode the
+                               arch has. Other ops: unused (always NONE). */
+  int fp8_mode_count;
   char arch[16];            /* target, e.g. "sm_90" (empty = "sm_90") */
 } collgen_shape_class_t;
 
@@ -224,7 +250,8 @@ typedef struct collgen_shape_class {
 ** Allreduce over groups of one is a copy in the runtime and contributes no
 ** kernel. COLLGEN_ERR_INVALID_ARG with the planner's reason on a bad class
 ** (unknown op or dtype, group size not dividing ngpus, no or bad cols,
-** unsupported arch); *shapes is then NULL and *count 0. */
+** unsupported arch, an FP8 mode unknown or not on the arch); *shapes is
+** then NULL and *count 0. */
 COLLGEN_API int collgen_plan_variants(collgen_generator_t *gen,
                                       const collgen_shape_class_t *cls,
                                       collgen_shape_t **shapes, int *count);
@@ -427,6 +454,34 @@ COLLGEN_API int collgen_allreduce_residual_rmsnorm(collgen_comm_t *comm, collgen
                                                    const void *const *gammas, float eps,
                                                    float weight_offset, int group_size,
                                                    const collgen_stream_t *streams);
+
+/* collgen_allreduce_residual_rmsnorm with normed written as float8 e4m3
+** (OCP E4M3FN, one byte per element), for a following FP8 GEMM. Arguments,
+** preconditions, checks and residual_out (the same bits) are those of
+** collgen_allreduce_residual_rmsnorm. Let y be normed before its rounding:
+**   y = r * rsqrt(mean(r^2) + eps) * (gamma + weight_offset), r = f32(residual_out),
+** in f32 as that op computes it. Then, with e4m3() rounding to nearest even
+** and saturating to +-448 (PTX cvt.rn.satfinite; NaN stays NaN) and every
+** division IEEE f32 round-to-nearest:
+**   mode COLLGEN_FP8_DYNAMIC: per row, scale = max|y| / 448, written to
+**     row_scales[d][row] (rows floats per rank); normed_fp8[d] = e4m3(y / scale).
+**     NaN values of y do not count toward the max. A row whose scale is 0
+**     (every y is 0, or NaN: an all-zero row with eps 0) gets scale 0 and
+**     code 0x00 everywhere, never NaN. static_scale must be 0.
+**   mode COLLGEN_FP8_STATIC: normed_fp8[d] = e4m3(y / static_scale), with
+**     static_scale finite and > 0; row_scales must be NULL (none written).
+** normed_fp8[d] holds rows*cols bytes and row_scales[d] rows floats; they
+** may overlap no other buffer. Every rank of a group writes the same bytes.
+** Errors before anything is loaded or launched, besides those of
+** collgen_allreduce_residual_rmsnorm: COLLGEN_ERR_INVALID_ARG for another
+** mode, a bad static_scale or row_scales given when it must not be;
+** COLLGEN_ERR_UNSUPPORTED when any rank's GPU is older than sm_89. */
+COLLGEN_API int collgen_allreduce_residual_rmsnorm_fp8(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *const *shapes,
+    const void *const *x, const void *const *residual_in, void *const *normed_fp8,
+    float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
+    float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
+    const collgen_stream_t *streams);
 
 /* ---- One process per GPU: the unique id ------------------------------ */
 

@@ -63,11 +63,14 @@
   F(void *, out, [COLLGEN_MAX_DEVICES],                                            \
     "every rank's output; allreduce_residual_rmsnorm: every residual_out")         \
   F(void *, signal, [COLLGEN_MAX_DEVICES], "per-rank signal buffers")              \
-  F(void *, normed, , "rmsnorm ops: this rank's normed output")                    \
+  F(void *, normed, ,                                                              \
+    "rmsnorm ops: this rank's normed output (e4m3 bytes with FP8 output)")         \
   F(void *, residual, , "allgather_rmsnorm: this rank's gathered rows")            \
   F(const void *, gamma, , "rmsnorm ops: this rank's gamma[cols]")                 \
   F(const void *, residual_in, ,                                                   \
     "allreduce_residual_rmsnorm: this rank's residual_in")                         \
+  F(float *, row_scales, ,                                                         \
+    "FP8 dynamic output: this rank's scale of each row")                           \
   F(unsigned int *, error, , "this rank's error record (host-mapped)")             \
   F(unsigned long long, count, ,                                                   \
     "allreduce: elements; rmsnorm ops: (gathered) rows")                           \
@@ -76,6 +79,7 @@
   F(unsigned long long, timeout_ns, , "bound on every barrier wait")               \
   F(float, eps, , "rmsnorm epsilon")                                               \
   F(float, weight_offset, , "rmsnorm: added to gamma (1.0 = Gemma style)")         \
+  F(float, static_scale, , "FP8 static output: normed is divided by it")           \
   F(unsigned int, rank, , "this rank's index in its group")                        \
   F(unsigned int, group_base, , "communicator index of the group's rank 0")
 

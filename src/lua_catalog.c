@@ -53,6 +53,18 @@ static void push_ops(lua_State *L, collgen__sha256_ctx *h) {
   lua_setfield(L, -2, "ops");
 }
 
+static void push_fp8_modes(lua_State *L, collgen__sha256_ctx *h) {
+  lua_newtable(L);
+  for (int i = 0; i < collgen__fp8_count(); ++i) {
+    const collgen__fp8_desc *d = collgen__fp8_at(i);
+    lua_newtable(L);
+    put_str(L, h, "name", d->name);
+    put_int(L, h, "min_sm", d->min_sm);
+    lua_setfield(L, -2, d->name);
+  }
+  lua_setfield(L, -2, "fp8");
+}
+
 static void push_archs(lua_State *L, collgen__sha256_ctx *h) {
   lua_newtable(L);
   for (int i = 0; i < collgen__arch_count(); ++i) {
@@ -165,6 +177,7 @@ void collgen__lua_push_catalog(lua_State *L, collgen__sha256_ctx *hash) {
   lua_newtable(L);
   push_dtypes(L, hash);
   push_ops(L, hash);
+  push_fp8_modes(L, hash);
   push_archs(L, hash);
   push_limits(L, hash);
   push_abi(L, hash);

@@ -1,6 +1,6 @@
 /*
 ** lua_catalog.h -- pushes the catalog (ops, dtypes, archs, device limits,
-** the layout of the device structs) into the generator's Lua state, so the
+** FP8 output modes, the layout of the device structs) into the generator's Lua state, so the
 ** planner and the templates read the same lists as the C side.
 */
 #ifndef COLLGEN_LUA_CATALOG_H
@@ -12,6 +12,7 @@
 /* Pushes a new table
 **   { dtypes = { <name> = {name, bytes, ctype, acc_type, min_sm} },
 **     ops    = { <name> = {name, template, kind, min_rank} },
+**     fp8    = { <name> = {name, min_sm} },
 **     archs  = { <name> = sm },
 **     limits = { MAX_DEVICES, MAX_BLOCKS, LL_LINES },
 **     abi    = { limits  = { {name, value, comment}, ... },

@@ -867,7 +867,7 @@ const uint8_t *collgen__lua_bundle_hash(const collgen__lua *h) {
 }
 
 static void push_shape(lua_State *L, const collgen_shape_t *s) {
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 13);
   lua_pushstring(L, collgen__op_name(s->op));
   lua_setfield(L, -2, "op");
   lua_pushstring(L, collgen__dtype_name(s->dtype));
@@ -888,6 +888,8 @@ static void push_shape(lua_State *L, const collgen_shape_t *s) {
   lua_setfield(L, -2, "aligned16");
   lua_pushboolean(L, s->inplace);
   lua_setfield(L, -2, "inplace");
+  lua_pushstring(L, collgen__fp8_name(s->fp8));
+  lua_setfield(L, -2, "fp8");
   lua_pushinteger(L, s->max_blocks);
   lua_setfield(L, -2, "max_blocks");
   lua_pushstring(L, s->arch[0] ? s->arch : "sm_90");
@@ -909,6 +911,8 @@ static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
     return collgen__fail(err, n, CALL_ERROR, "unknown op %d", (int)shape->op);
   if (!collgen__dtype_find(shape->dtype))
     return collgen__fail(err, n, CALL_ERROR, "unknown dtype %d", (int)shape->dtype);
+  if (!collgen__fp8_find(shape->fp8))
+    return collgen__fail(err, n, CALL_ERROR, "unknown fp8 mode %d", (int)shape->fp8);
   push_main_fn(h, "plan");
   push_shape(h->L, shape);
   return protected_call(h, 1, 1, err, n);
@@ -1076,6 +1080,14 @@ static void push_class(lua_State *L, const collgen_shape_class_t *c) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "cols");
+  if (c->fp8_modes) {
+    lua_createtable(L, c->fp8_mode_count, 0);
+    for (int i = 0; i < c->fp8_mode_count; ++i) {
+      lua_pushstring(L, collgen__fp8_name(c->fp8_modes[i]));
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "fp8");
+  }
 }
 
 /* Reads boolean field k of the table at stack top. */
@@ -1106,6 +1118,13 @@ static int read_variant(lua_State *L, const collgen_shape_class_t *c, collgen_sh
             int_field(L, "cols", 0, INT64_MAX, &s->cols, err, n);
   s->aligned16 = bool_field(L, "aligned16");
   s->inplace = bool_field(L, "inplace");
+  if (!bad) {
+    lua_getfield(L, -1, "fp8");
+    const char *fp8 = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (collgen__parse_fp8(fp8, &s->fp8) != 0)
+      bad = collgen__fail(err, n, -1, "planner: a variant has no known fp8 mode");
+    lua_pop(L, 1);
+  }
   lua_pop(L, 1);
   return bad ? -1 : 0;
 }
@@ -1118,8 +1137,12 @@ int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown op %d", (int)cls->op);
   if (!collgen__dtype_find(cls->dtype))
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown dtype %d", (int)cls->dtype);
-  if (cls->group_size_count < 0 || cls->cols_count < 0)
+  if (cls->group_size_count < 0 || cls->cols_count < 0 || cls->fp8_mode_count < 0)
     return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "negative list length");
+  for (int i = 0; cls->fp8_modes && i < cls->fp8_mode_count; ++i)
+    if (!collgen__fp8_find(cls->fp8_modes[i]))
+      return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG, "unknown fp8 mode %d",
+                           (int)cls->fp8_modes[i]);
   int rc = ready(h, err, n);
   if (rc != COLLGEN_OK) return rc;
   lua_State *L = h->L;

@@ -8,6 +8,15 @@
 //   normed       = round(r * rsqrt(sum(r^2) / cols + eps) * (gamma + weight_offset))
 // with r = f32(residual_out), the rounded value, and all math in f32. Every
 // rank writes the same bits when residual_in is the same on every rank.
+% if FP8 == "dynamic" then
+// normed is written as float8 e4m3 with dynamic scaling: q = e4m3(y / scale)
+// with y the f32 value above before its rounding and scale = max|y| / 448
+// per row, written to row_scales (templates/rmsnorm.cuh.tpl).
+% elseif FP8 == "static" then
+// normed is written as float8 e4m3 with static scaling: q = e4m3(y /
+// static_scale) with y the f32 value above before its rounding
+// (templates/rmsnorm.cuh.tpl).
+% end
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 % include("rmsnorm.cuh.tpl")
@@ -133,11 +142,42 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     }
   }
   const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+%   if FP8 == "none" then
 #pragma unroll
   for (int it = 0; it < ${ITEMS}; ++it) {
     const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
     if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, load_vec(p.gamma, c));
   }
+%   else
+%     if FP8 == "dynamic" then
+  // The row's normed values y replace x (still in registers) and give the
+  // row its scale; then the e4m3 codes of y / scale go out.
+  float m = 0.0f;
+%     else
+  // The row's normed values y replace x (still in registers); then the e4m3
+  // codes of y / static_scale go out.
+%     end
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) {
+      normed_f32(p, x[it], scale, load_vec(p.gamma, c), x[it]);
+%     if FP8 == "dynamic" then
+      m = abs_max(m, x[it]);
+%     end
+    }
+  }
+%     if FP8 == "dynamic" then
+  const float divisor = row_scale(p, row, m);
+%     else
+  const float divisor = p.static_scale;
+%     end
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) store_e4m3(p, row, c, x[it], divisor);
+  }
+%   end
 % else
 %   static_assert(algo ~= "ll", "LL rows are held in registers")
   // Pass 1 ${algo == "oneshot" and "computes the row of residual_out and writes it" or "reads the row of residual_out"}, summing its
@@ -155,9 +195,27 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     for (int k = 0; k < VEC; ++k) sumsq += x[k] * x[k];
   }
   const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+%   if FP8 == "dynamic" then
+  // FP8: one more pass finds the largest |normed value| for the row's
+  // scale; the last pass computes the same values again and writes codes.
+  float m = 0.0f;
   for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
     unpack(load_vec(p.out[p.rank], base + c), x);
+    normed_f32(p, x, scale, load_vec(p.gamma, c), x);
+    m = abs_max(m, x);
+  }
+  const float divisor = row_scale(p, row, m);
+%   elseif FP8 == "static" then
+  const float divisor = p.static_scale;
+%   end
+  for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
+    unpack(load_vec(p.out[p.rank], base + c), x);
+%   if FP8 == "none" then
     write_normed(p, row, c, x, scale, load_vec(p.gamma, c));
+%   else
+    normed_f32(p, x, scale, load_vec(p.gamma, c), x);
+    store_e4m3(p, row, c, x, divisor);
+%   end
   }
 % end
 % if algo == "ll" then

@@ -2,36 +2,119 @@
 // ---- RMSNorm rows (templates/rmsnorm.cuh.tpl) ----
 // What both RMSNorm kernel families share: the row constants, the sum of
 // squares over a block in a fixed order, one vector of the normed output
-// and, for the LL kernels, one 16-byte vector sent as two LL lines.
+// (in the dtype, or float8 e4m3 for allreduce_residual_rmsnorm's FP8
+// output) and, for the LL kernels, one 16-byte vector sent as two LL lines.
 
 #define COLS ${COLS}ull            // columns per row
 #define ROW_VECS ${COLS // VEC}ull // vector accesses per row
 #define WARPS ${BLOCK // 32}
 
-// Sum over the block, in a fixed order (same bits on every rank).
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[WARPS];
+struct add_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+% if FP8 == "dynamic" then
+struct max_op {  // NaN loses to a number (fmaxf)
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+% end
+
+// Reduces v over the block with op, in a fixed order (same bits on every
+// rank).
+template <class Op> __device__ __forceinline__ float block_reduce(float v, Op op) {
+  __shared__ float warp_vals[WARPS];
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+  for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if ((threadIdx.x & 31) == 0) warp_vals[threadIdx.x >> 5] = v;
   __syncthreads();
-  float total = 0.0f;
+  float total = warp_vals[0];
 #pragma unroll
-  for (int w = 0; w < WARPS; ++w) total += warp_sums[w];
-  __syncthreads();  // warp_sums may be reused by the next row
+  for (int w = 1; w < WARPS; ++w) total = op(total, warp_vals[w]);
+  __syncthreads();  // warp_vals may be reused by the next row
   return total;
+}
+
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, add_op()); }
+
+// The normed values of vector c before rounding (y may be x): from the
+// row's f32 values x, scale = rsqrt(mean(x^2) + eps) and gamma vector c.
+__device__ __forceinline__ void normed_f32(const collgen_kparams &p, const float *x, float scale,
+                                           vec_t gamma, float *y) {
+  float w[VEC];
+  unpack(gamma, w);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
 }
 
 // Writes normed vector c of a row from its f32 values and gamma vector c.
 __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
                                              unsigned long long c, const float *x, float scale,
                                              vec_t gamma) {
-  float w[VEC], y[VEC];
-  unpack(gamma, w);
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
+  float y[VEC];
+  normed_f32(p, x, scale, gamma, y);
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
 }
+% if FP8 ~= "none" then
+
+// ---- normed as float8 e4m3, ${FP8} scaling ----
+% if FP8 == "dynamic" then
+// q = e4m3(y / divisor) with y = normed_f32 and the divisor row_scale():
+// max|y| / 448 per row (a row whose scale is 0 gets code 0).
+% else
+// q = e4m3(y / divisor) with y = normed_f32 and the divisor static_scale.
+% end
+// Divisions are IEEE round to nearest (__fdiv_rn) and the conversion rounds
+// to nearest even and saturates at +-448, so the CPU reference gets the
+// same bytes from the same y.
+
+// Two codes: e4m3(lo) in the low byte, e4m3(hi) in the high byte (sm_89+).
+__device__ __forceinline__ unsigned int e4m3x2(float lo, float hi) {
+  unsigned short d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// Writes the VEC codes of y / divisor as vector c of the row (VEC bytes).
+__device__ __forceinline__ void store_e4m3(const collgen_kparams &p, unsigned long long row,
+                                           unsigned long long c, const float *y, float divisor) {
+  float q[VEC];
+%   if FP8 == "dynamic" then
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) q[k] = divisor != 0.0f ? __fdiv_rn(y[k], divisor) : 0.0f;
+%   else
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) q[k] = __fdiv_rn(y[k], divisor);
+%   end
+  unsigned char *out = (unsigned char *)p.normed + row * COLS + c * VEC;
+%   if VEC == 1 then
+  *out = (unsigned char)e4m3x2(q[0], 0.0f);
+%   elseif VEC == 4 then
+  *(unsigned int *)out = e4m3x2(q[0], q[1]) | e4m3x2(q[2], q[3]) << 16;
+%   elseif VEC == 8 then
+  *(uint2 *)out = make_uint2(e4m3x2(q[0], q[1]) | e4m3x2(q[2], q[3]) << 16,
+                             e4m3x2(q[4], q[5]) | e4m3x2(q[6], q[7]) << 16);
+%   else
+%     error("rmsnorm.cuh.tpl: no e4m3 store for " .. VEC .. " elements per vector")
+%   end
+}
+%   if FP8 == "dynamic" then
+
+// m = max(m, |y[k]|) over a vector.
+__device__ __forceinline__ float abs_max(float m, const float *y) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) m = fmaxf(m, fabsf(y[k]));
+  return m;
+}
+
+// The row's scale from every thread's abs_max: max / 448, written to
+// row_scales[row] by thread 0.
+__device__ __forceinline__ float row_scale(const collgen_kparams &p, unsigned long long row,
+                                           float m) {
+  const float s = __fdiv_rn(block_reduce(m, max_op()), 448.0f);
+  if (threadIdx.x == 0) p.row_scales[row] = s;
+  return s;
+}
+%   end
+% end
 % if algo == "ll" then
 
 // Vector i of a tensor travels as LL lines 2i and 2i + 1 (signal.cuh.tpl).

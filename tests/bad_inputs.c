@@ -4,7 +4,7 @@
 ** message that must explain it. Buffers of rank r: IN(r), OUT(r), NRM(r),
 ** RES(r), GAM(r) and a spare, SPR(r), each BAD_BUFFER_BYTES, poisoned.
 ** allreduce_residual_rmsnorm uses IN as x, RES as residual_in, OUT as
-** residual_out.
+** residual_out; its FP8 output NRM for the codes, SPR for the row scales.
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -341,11 +341,94 @@ static void residual_rmsnorm_cases(bad_env *e) {
 #undef RR_OK
 }
 
+/* allreduce_residual_rmsnorm_fp8 of bf16 [4, 1024] on both ranks (8 KiB
+** tensors, 4 KiB of codes, 16 bytes of scales); rank 0's x, codes, scales,
+** residual_out and gamma as given, its residual_in RES; rank 1 its own
+** valid buffers (scales SPR only when rank 0 has some). */
+static int rq(bad_env *e, const void *x0, void *q0, float *sc0, void *ro0, const void *gam0,
+              collgen_fp8_mode_t mode, float static_scale) {
+  static const int64_t sh[2] = {4, 1024};
+  const int64_t *shapes[2] = {sh, sh};
+  const void *x[2] = {x0, IN(1)}, *ri[2] = {RES(0), RES(1)}, *gam[2] = {gam0, GAM(1)};
+  void *q[2] = {q0, NRM(1)}, *ro[2] = {ro0, OUT(1)};
+  float *sc[2] = {sc0, sc0 ? (float *)SPR(1) : NULL};
+  return collgen_allreduce_residual_rmsnorm_fp8(e->c, COLLGEN_DTYPE_BF16, 2, shapes, x, ri, q,
+                                                mode == COLLGEN_FP8_STATIC ? NULL : sc, ro, gam,
+                                                1e-6f, 0.0f, mode, static_scale, 0, e->streams);
+}
+
+static void residual_rmsnorm_fp8_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  const collgen_fp8_mode_t DYN = COLLGEN_FP8_DYNAMIC, ST = COLLGEN_FP8_STATIC;
+  int64_t sh[2] = {4, 1024};
+  const int64_t *shapes[2] = {sh, sh};
+  const void *x[2] = {IN(0), IN(1)}, *ri[2] = {RES(0), RES(1)}, *gam[2] = {GAM(0), GAM(1)};
+  void *q[2] = {NRM(0), NRM(1)}, *ro[2] = {OUT(0), OUT(1)};
+  float *sc[2] = {SPR(0), SPR(1)};
+  collgen_stream_t *s = e->streams;
+  const float nan = NAN, inf = INFINITY;
+#define RQ_OK IN(0), NRM(0), (float *)SPR(0), OUT(0), GAM(0)
+  CASE_TLS("fp8 comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_allreduce_residual_rmsnorm_fp8(NULL, BF, 2, shapes, x, ri, q, sc, ro, gam,
+                                                  1e-6f, 0, DYN, 0, 0, s));
+  CASE("fp8 mode NONE", COLLGEN_ERR_INVALID_ARG, "must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC",
+       rq(e, RQ_OK, COLLGEN_FP8_NONE, 0.0f));
+  CASE("fp8 mode 7", COLLGEN_ERR_INVALID_ARG, "FP8 mode 7", rq(e, RQ_OK, (collgen_fp8_mode_t)7, 1.0f));
+  CASE("fp8 dynamic with a static scale", COLLGEN_ERR_INVALID_ARG, "static_scale must be 0",
+       rq(e, RQ_OK, DYN, 1.0f));
+  CASE("fp8 static scale 0", COLLGEN_ERR_INVALID_ARG, "static_scale must be finite and > 0",
+       rq(e, RQ_OK, ST, 0.0f));
+  CASE("fp8 static scale -1", COLLGEN_ERR_INVALID_ARG, "static_scale must be finite and > 0",
+       rq(e, RQ_OK, ST, -1.0f));
+  CASE("fp8 static scale NaN", COLLGEN_ERR_INVALID_ARG, "static_scale must be finite and > 0",
+       rq(e, RQ_OK, ST, nan));
+  CASE("fp8 static scale inf", COLLGEN_ERR_INVALID_ARG, "static_scale must be finite and > 0",
+       rq(e, RQ_OK, ST, inf));
+  CASE("fp8 static with row_scales", COLLGEN_ERR_INVALID_ARG, "row_scales must be NULL",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, q, sc, ro, gam,
+                                              1e-6f, 0, ST, 0.5f, 0, s));
+  CASE("fp8 eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, q, sc, ro, gam, nan,
+                                              0, DYN, 0, 0, s));
+  CASE("fp8 dtype 4", COLLGEN_ERR_INVALID_ARG, "unknown dtype 4",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, (collgen_dtype_t)4, 2, shapes, x, ri, q, sc,
+                                              ro, gam, 1e-6f, 0, DYN, 0, 0, s));
+  CASE("normed_fp8 array NULL", COLLGEN_ERR_INVALID_ARG, "the normed_fp8 output array",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, NULL, sc, ro, gam,
+                                              1e-6f, 0, DYN, 0, 0, s));
+  CASE("row_scales array NULL (dynamic)", COLLGEN_ERR_INVALID_ARG, "the row_scales array",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, q, NULL, ro, gam,
+                                              1e-6f, 0, DYN, 0, 0, s));
+  CASE("fp8 residual_out array NULL", COLLGEN_ERR_INVALID_ARG, "the residual_out array",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, q, sc, NULL, gam,
+                                              1e-6f, 0, DYN, 0, 0, s));
+  CASE("normed_fp8 of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "normed_fp8 output of rank 0 is NULL",
+       rq(e, IN(0), NULL, SPR(0), OUT(0), GAM(0), DYN, 0.0f));
+  CASE("row_scales of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "row_scales of rank 0 is NULL",
+       rq(e, IN(0), NRM(0), NULL, OUT(0), GAM(0), DYN, 0.0f));
+  CASE("row_scales at +2 bytes", COLLGEN_ERR_ALIGNMENT, "row_scales of rank 0",
+       rq(e, IN(0), NRM(0), (float *)AT(SPR(0), 2), OUT(0), GAM(0), DYN, 0.0f));
+  CASE("normed_fp8 inside x", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rq(e, IN(0), AT(IN(0), 4096), SPR(0), OUT(0), GAM(0), DYN, 0.0f));
+  CASE("normed_fp8 is residual_out", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rq(e, IN(0), OUT(0), SPR(0), OUT(0), GAM(0), ST, 0.5f));
+  CASE("normed_fp8 overlaps residual_in", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rq(e, IN(0), AT(RES(0), 8190), SPR(0), OUT(0), GAM(0), ST, 0.5f));
+  CASE("row_scales inside normed_fp8", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rq(e, IN(0), NRM(0), (float *)AT(NRM(0), 4080), OUT(0), GAM(0), DYN, 0.0f));
+  CASE("row_scales inside gamma", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rq(e, IN(0), NRM(0), (float *)AT(GAM(0), 8), OUT(0), GAM(0), DYN, 0.0f));
+  CASE("row_scales inside residual_out", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rq(e, IN(0), NRM(0), (float *)AT(OUT(0), 64), OUT(0), GAM(0), DYN, 0.0f));
+#undef RQ_OK
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
   allreduce_cases(e);
   rmsnorm_cases(e);
   residual_rmsnorm_cases(e);
+  residual_rmsnorm_fp8_cases(e);
   return ncases;
 }

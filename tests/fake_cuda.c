@@ -308,6 +308,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     l->grid = gx;
     l->block = bx;
     l->device = current ? current->device : -1;
+    memcpy(&l->params, params[0], sizeof l->params); /* collgen's kernels take one */
   }
   stats.launches++;
   return CUDA_SUCCESS;

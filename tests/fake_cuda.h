@@ -5,12 +5,15 @@
 #ifndef FAKE_CUDA_H
 #define FAKE_CUDA_H
 
+#include "device_abi.h"
+
 #define FAKE_CUDA_MAX_LAUNCHES 256
 
 typedef struct {
   char kernel[128];   /* function name */
   unsigned int grid, block;
   int device;         /* device of the context current at launch */
+  collgen__kparams params; /* the kernel's one parameter, as launched */
 } fake_cuda_launch_t;
 
 typedef struct {

@@ -81,6 +81,13 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"gen allreduce_sum --arch sm_90_and_then_some_more", "sm_90_and_then_some_more"},
       {"gen allgather_rmsnorm --cols 5000000000000", "5000000000000"},
       {"gen allreduce_sum --bogus", "'--bogus'"},
+      {"gen allreduce_residual_rmsnorm --fp8 dynamic --arch sm_80",
+       "FP8 output (fp8 dynamic) needs sm_89 or newer, not sm_80"},
+      {"compile allreduce_residual_rmsnorm --fp8 static --arch sm_86 --cache-dir @",
+       "needs sm_89 or newer, not sm_86"},
+      {"gen allreduce_sum --fp8 static", "allreduce_sum has no FP8 output"},
+      {"gen allreduce_residual_rmsnorm --fp8 e5m2", "unknown --fp8 mode 'e5m2'"},
+      {"gen allreduce_residual_rmsnorm --fp8", "--fp8"},
       {"gen allreduce_sum --cache-dir", "--cache-dir"},
       {"compile allreduce_sum --cache-dir", "--cache-dir"},
       {"compile allreduce_sum --frob 1 --cache-dir @", "'--frob'"},
@@ -90,6 +97,10 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"pregen --arch sm_1 --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir @", "sm_1"},
       {"pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --arch '' --cache-dir @", "''"},
       {"pregen -j 0 --cache-dir @", "'0'"},
+      {"pregen --fp8 e5m2 --cache-dir @", "unknown --fp8 mode 'e5m2'"},
+      {"pregen --fp8 none, --cache-dir @", "--fp8: empty item"},
+      {"pregen --arch sm_80 --ops allreduce_residual_rmsnorm --dtypes f32 --ngpus 1 --cols 8 "
+       "--fp8 none,dynamic --cache-dir @", "needs sm_89 or newer, not sm_80"},
       {"pregen -j 257 --cache-dir @", "'257'"},
       {"pregen --cache-dir", "--cache-dir"},
       {"pregen --frob x --cache-dir @", "'--frob'"},
@@ -235,6 +246,9 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192.cu");
+  expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
+                "--no-line-directives",
+                "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
@@ -292,6 +306,28 @@ Test(cli, pregen_fills_then_finds_everything) {
   cr_assert_eq(cg(args, &out), 0, "%s", out);
   cr_expect(strstr(out, "removed 8 entries"), "%s", out);
   free(out);
+}
+
+/* allreduce_residual_rmsnorm's kernels per FP8 output mode: a group of one
+** at 1024 f32 cols has 2 (vector and scalar one-shot) per mode; --fp8
+** picks modes, and without it every mode the arch has is compiled (sm_80:
+** none of the e4m3 ones). */
+Test(cli, pregen_fp8_modes) {
+  static const struct { const char *flags; int compiled; } cases[] = {
+      {"--fp8 none", 2},  {"--fp8 static", 2}, {"--fp8 dynamic,none", 4},
+      {"", 6},            {"--arch sm_89", 6}, {"--arch sm_80", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char args[4600], *out = NULL;
+    snprintf(args, sizeof args, "pregen --ops allreduce_residual_rmsnorm --dtypes f32 --ngpus 1 "
+             "--cols 1024 %s --cache-dir '%s/%zu'", cases[i].flags, dir, i);
+    cr_assert_eq(cg(args, &out), 0, "%s", out);
+    int compiled = -1, cached = -1, failed = -1;
+    cr_assert(pregen_summary(out, &compiled, &cached, &failed), "%s", out);
+    cr_expect_eq(compiled, cases[i].compiled, "%s: %s", cases[i].flags, out);
+    cr_expect_eq(failed, 0);
+    free(out);
+  }
 }
 
 /* pregen counts a kernel as done only when it is on disk in the target
@@ -397,8 +433,10 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
   /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range; its 8
   ** decode rows of the fused residual op are LL */
-  cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2"), "%s", out);
-  cr_expect(strstr(out, "3 of 3 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2 "), "%s", out);
+  cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2_e4m3_dynamic"),
+            "%s", out);
+  cr_expect(strstr(out, "4 of 4 demo kernels are in the cache"), "%s", out);
   free(out);
 }
 
@@ -415,14 +453,14 @@ Test(cli, demo_without_gpu_reports_what_happened) {
            dir, COLLGEN_CLI_PATH);
   cr_expect_eq(tu_run(cmd, &out), 1, "%s", out);
   cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
-  cr_expect(strstr(out, "0 of 3 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 4 demo kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "cannot load NVRTC"), "%s", out);
   free(out);
   /* compiled fine, but nothing kept: exit 0, and it says so */
   snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DISABLE=1 %s demo", COLLGEN_CLI_PATH);
   cr_expect_eq(tu_run(cmd, &out), 0, "%s", out);
   cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
-  cr_expect(strstr(out, "0 of 3 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "0 of 4 demo kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "memory only"), "%s", out);
   free(out);
 }

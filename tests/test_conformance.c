@@ -2,7 +2,8 @@
 ** test_conformance.c -- template conformance over the planner's own variant
 ** space: for every op x 3 dtypes x sm_90 and sm_80 x ngpus 2..8, every
 ** kernel collgen_plan_variants lists (every group size, any size, aligned
-** or not, in place or not; the RMSNorm ops for the cols below). For every
+** or not, in place or not, both FP8 output modes of allreduce_residual_rmsnorm
+** on sm_90; the RMSNorm ops for the cols below). For every
 ** distinct kernel: the source is byte-identical from two fresh Lua states,
 ** NVRTC compiles it without warnings, the cubin exports the kernel symbol
 ** with the parameter block the runtime builds (sizeof(collgen__kparams),
@@ -126,7 +127,8 @@ MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, BF16, sm_80)
 MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F16, sm_80)
 MATRIX(ALLREDUCE_RESIDUAL_RMSNORM, F32, sm_80)
 
-/* The other supported archs compile too (one spec each per op). */
+/* The other supported archs compile too (one spec each per op, and the
+** FP8 output where the arch has it). */
 Test(conformance, other_archs) {
   setenv("COLLGEN_CACHE_DISABLE", "1", 1);
   conformance *c = calloc(1, sizeof *c);
@@ -140,7 +142,15 @@ Test(conformance, other_archs) {
       snprintf(s.arch, sizeof s.arch, "%s", archs[i]);
       check_spec(c, &s);
     }
-  cr_expect_eq(c->checked, 5 * collgen__op_count());
+  static const char *const fp8_archs[] = {"sm_89", "sm_90a", "sm_100", "sm_120"};
+  for (size_t i = 0; i < sizeof fp8_archs / sizeof fp8_archs[0]; ++i) {
+    collgen_shape_t s;
+    collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+    s.fp8 = i % 2 ? COLLGEN_FP8_STATIC : COLLGEN_FP8_DYNAMIC;
+    snprintf(s.arch, sizeof s.arch, "%s", fp8_archs[i]);
+    check_spec(c, &s);
+  }
+  cr_expect_eq(c->checked, 5 * collgen__op_count() + 4);
   collgen_generator_destroy(c->a);
   collgen_generator_destroy(c->b);
   free(c);

@@ -306,6 +306,139 @@ Test(hostpath, residual_rmsnorm_launches_every_rank_even_alone) {
   collgen_comm_destroy(c);
 }
 
+/* Buffers per rank for bf16 [8, 4096] calls: x, residual (in place),
+** codes (big enough to serve as the plain op's normed too), scales, gamma. */
+typedef struct {
+  void *x[2], *res[2], *q[2], *gamma[2];
+  float *scales[2];
+  collgen_stream_t streams[2];
+} fp8_bufs;
+
+static void fp8_bufs_make(collgen_comm_t *c, fp8_bufs *b) {
+  for (int r = 0; r < 2; ++r) {
+    b->x[r] = poisoned(8 * 4096 * 2);
+    b->res[r] = poisoned(8 * 4096 * 2);
+    b->q[r] = poisoned(8 * 4096 * 2);
+    b->scales[r] = poisoned(8 * sizeof(float));
+    b->gamma[r] = poisoned(4096 * 2);
+  }
+  make_streams(c, b->streams);
+}
+
+static void fp8_bufs_free(fp8_bufs *b) {
+  for (int r = 0; r < 2; ++r) {
+    cr_expect(all_poison(b->q[r], 8 * 4096 * 2) && all_poison(b->scales[r], 8 * sizeof(float)),
+              "kernels do not run here");
+    free(b->x[r]);
+    free(b->res[r]);
+    free(b->q[r]);
+    free(b->scales[r]);
+    free(b->gamma[r]);
+  }
+}
+
+/* The plain op on [8, 4096] over b, normed into the codes' buffer. */
+static int plain_call(collgen_comm_t *c, fp8_bufs *b) {
+  int64_t shape[2] = {8, 4096};
+  const int64_t *shapes[2] = {shape, shape};
+  return collgen_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, shapes,
+                                            (const void *const *)b->x,
+                                            (const void *const *)b->res, b->q, b->res,
+                                            (const void *const *)b->gamma, 1e-6f, 0.0f, 0,
+                                            b->streams);
+}
+
+/* The FP8 call of `mode` on [rows, 4096] over b. */
+static int fp8_call(collgen_comm_t *c, fp8_bufs *b, int64_t rows, collgen_fp8_mode_t mode,
+                    float static_scale) {
+  int64_t shape[2] = {rows, 4096};
+  const int64_t *shapes[2] = {shape, shape};
+  return collgen_allreduce_residual_rmsnorm_fp8(
+      c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)b->x, (const void *const *)b->res,
+      b->q, mode == COLLGEN_FP8_DYNAMIC ? b->scales : NULL, b->res,
+      (const void *const *)b->gamma, 1e-6f, 0.0f, mode, static_scale, 0, b->streams);
+}
+
+/* The FP8 entry point launches the planned e4m3 kernel on every rank with
+** the codes as its normed output, the row scales (dynamic) or the static
+** scale; the plain entry point still passes normed and no scales. */
+Test(hostpath, residual_rmsnorm_fp8_launches_the_e4m3_kernel_with_its_buffers) {
+  collgen_comm_t *c = make_comm(2);
+  fp8_bufs b;
+  fp8_bufs_make(c, &b);
+  static const collgen_fp8_mode_t modes[] = {COLLGEN_FP8_DYNAMIC, COLLGEN_FP8_STATIC};
+  for (size_t m = 0; m < 2; ++m) {
+    memset(stats, 0, sizeof *stats);
+    const float st = modes[m] == COLLGEN_FP8_STATIC ? 0.25f : 0.0f;
+    cr_assert_eq(fp8_call(c, &b, 8, modes[m], st), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+    cr_expect_eq(stats->launches, 2);
+    collgen_shape_t s;
+    collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+    s.rows = 8;
+    s.fp8 = modes[m];
+    collgen_plan_t plan;
+    cr_assert_eq(collgen_plan(c->gen, &s, &plan), COLLGEN_OK);
+    for (int r = 0; r < 2; ++r) {
+      const collgen__kparams *kp = &stats->log[r].params;
+      cr_expect_str_eq(stats->log[r].kernel, plan.kernel);
+      cr_expect(strstr(plan.kernel, modes[m] == COLLGEN_FP8_DYNAMIC ? "_ll_u1_e4m3_dynamic"
+                                                                   : "_ll_u1_e4m3_static"),
+                "%s", plan.kernel);
+      cr_expect_eq(kp->normed, b.q[r], "the codes are the normed output");
+      cr_expect_eq(kp->row_scales, modes[m] == COLLGEN_FP8_DYNAMIC ? b.scales[r] : NULL);
+      cr_expect_eq(kp->static_scale, st);
+      cr_expect_eq(kp->out[r], b.res[r], "residual_out in place");
+      cr_expect_eq(kp->count, 8);
+    }
+  }
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(fp8_call(c, &b, 0, COLLGEN_FP8_DYNAMIC, 0.0f), COLLGEN_OK);
+  cr_expect_eq(stats->launches + stats->module_loads, 0, "zero rows: nothing");
+  cr_assert_eq(plain_call(c, &b), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->log[0].params.normed, b.q[0]);
+  cr_expect_null(stats->log[0].params.row_scales);
+  cr_expect(strstr(stats->log[0].kernel, "e4m3") == NULL, "%s", stats->log[0].kernel);
+  fp8_bufs_free(&b);
+  collgen_comm_destroy(c);
+}
+
+/* Below sm_89 the FP8 output is refused with COLLGEN_ERR_UNSUPPORTED before
+** anything loads (zero rows too, and prepare); the plain op still runs. On
+** sm_89 the FP8 kernel compiles and launches. */
+Test(hostpath, residual_rmsnorm_fp8_needs_sm_89) {
+  setenv("FAKE_CUDA_SM", "80", 1);
+  collgen_comm_t *c = make_comm(2);
+  fp8_bufs b;
+  fp8_bufs_make(c, &b);
+  memset(stats, 0, sizeof *stats);
+  static const int64_t rows[] = {8, 0};
+  for (size_t i = 0; i < 2; ++i) {
+    cr_expect_eq(fp8_call(c, &b, rows[i], COLLGEN_FP8_DYNAMIC, 0.0f), COLLGEN_ERR_UNSUPPORTED);
+    cr_expect(strstr(collgen_comm_last_error(c), "needs sm_89 or newer: rank 0 (device 0) is "
+                                                 "sm_80"), "%s", collgen_comm_last_error(c));
+    cr_expect_eq(fp8_call(c, &b, rows[i], COLLGEN_FP8_STATIC, 0.5f), COLLGEN_ERR_UNSUPPORTED);
+  }
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.fp8 = COLLGEN_FP8_STATIC;
+  cr_expect_eq(collgen_comm_prepare(c, &s, 1), COLLGEN_ERR_UNSUPPORTED);
+  cr_expect_eq(stats->launches + stats->module_loads + stats->copies, 0);
+  cr_expect_eq(plain_call(c, &b), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 2, "the plain op runs on sm_80");
+  fp8_bufs_free(&b);
+  collgen_comm_destroy(c);
+
+  setenv("FAKE_CUDA_SM", "89", 1);
+  c = make_comm(2);
+  fp8_bufs_make(c, &b);
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(fp8_call(c, &b, 8, COLLGEN_FP8_DYNAMIC, 0.0f), COLLGEN_OK, "%s",
+               collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 2);
+  fp8_bufs_free(&b);
+  collgen_comm_destroy(c);
+}
+
 Test(hostpath, comm_create_refuses_bad_device_lists_and_old_gpus) {
   collgen_comm_t *c = (collgen_comm_t *)1;
   int twice[2] = {0, 0}, missing[2] = {0, 5}, nine[9] = {0};

@@ -242,17 +242,24 @@ Test(planner, residual_rmsnorm_refusals_and_grid_cap) {
   cr_expect_eq(p.grid, 4);
 }
 
-/* The variant list of the op covers each algorithm on both sides of its
-** thresholds, aligned or not. */
-Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
-  int64_t cols[] = {4096, 40000};
+/* The class of bf16 allreduce_residual_rmsnorm calls on 2 ranks with cols
+** 4096 and 40000 (sm_90). */
+static const int64_t RR_CLASS_COLS[] = {4096, 40000};
+static collgen_shape_class_t rr_class(void) {
   collgen_shape_class_t cls;
   memset(&cls, 0, sizeof cls);
   cls.op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM;
   cls.dtype = COLLGEN_DTYPE_BF16;
   cls.ngpus = 2;
-  cls.cols = cols;
+  cls.cols = RR_CLASS_COLS;
   cls.cols_count = 2;
+  return cls;
+}
+
+/* The variant list of the op covers each algorithm on both sides of its
+** thresholds, aligned or not. */
+Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
+  collgen_shape_class_t cls = rr_class();
   collgen_shape_t *shapes = NULL;
   int count = 0;
   cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
@@ -271,4 +278,120 @@ Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
     cr_expect(found, "no variant plans to *%s (%d variants)", want[w], count);
   }
   free(shapes);
+}
+
+/* An FP8 output plans exactly as the plain op (so normed_f32 keeps its
+** bits) with the mode in the kernel name and the cache key; it needs sm_89
+** and exists only for allreduce_residual_rmsnorm. */
+Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
+  static const int64_t rows[] = {1, 8, 17, 300, 100000};
+  static const int64_t cols[] = {1, 4095, 8192, 40000};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i)
+    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; ++k)
+      for (int mode = COLLGEN_FP8_DYNAMIC; mode <= COLLGEN_FP8_STATIC; ++mode) {
+        collgen_plan_t plain = plan_rr(2, 0, rows[i], cols[k], COLLGEN_DTYPE_BF16, 1), p;
+        collgen_shape_t s;
+        collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+        s.rows = rows[i];
+        s.cols = cols[k];
+        s.fp8 = (collgen_fp8_mode_t)mode;
+        cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+        cr_expect(strcmp(p.algo, plain.algo) == 0 && p.vec == plain.vec &&
+                  p.block == plain.block && p.items == plain.items && p.grid == plain.grid,
+                  "%s vs %s", p.kernel, plain.kernel);
+        char want[128];
+        snprintf(want, sizeof want, "%s_e4m3_%s", plain.kernel,
+                 mode == COLLGEN_FP8_DYNAMIC ? "dynamic" : "static");
+        cr_expect_str_eq(p.kernel, want);
+        cr_expect(strstr(p.canonical, mode == COLLGEN_FP8_DYNAMIC ? ";fp8=dynamic;" : ";fp8=static;"),
+                  "%s", p.canonical);
+        cr_expect(strstr(plain.canonical, ";fp8=none;"), "%s", plain.canonical);
+      }
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.fp8 = COLLGEN_FP8_DYNAMIC;
+  snprintf(s.arch, sizeof s.arch, "sm_89");
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  snprintf(s.arch, sizeof s.arch, "sm_86");
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "FP8 output (fp8 dynamic) needs sm_89 or "
+                                                      "newer, not sm_86"),
+            "%s", collgen_generator_last_error(gen));
+  collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
+  s.fp8 = COLLGEN_FP8_STATIC;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "allgather_rmsnorm has no FP8 output"), "%s",
+            collgen_generator_last_error(gen));
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.fp8 = (collgen_fp8_mode_t)3;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "unknown fp8 mode 3"), "%s",
+            collgen_generator_last_error(gen));
+}
+
+/* The variants of the op include both FP8 modes of every algorithm on
+** sm_89 and newer, and none on sm_80; the other ops never get one. */
+Test(planner, residual_rmsnorm_variants_include_fp8_where_the_arch_has_it) {
+  collgen_shape_class_t cls = rr_class();
+  static const char *const archs[] = {"sm_90", "sm_80"};
+  for (int a = 0; a < 2; ++a) {
+    snprintf(cls.arch, sizeof cls.arch, "%s", archs[a]);
+    collgen_shape_t *shapes = NULL;
+    int count = 0, plain = 0, fp8[3] = {0};
+    cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+                 collgen_generator_last_error(gen));
+    for (int i = 0; i < count; ++i) {
+      collgen_plan_t p;
+      cr_assert_eq(collgen_plan(gen, &shapes[i], &p), COLLGEN_OK);
+      cr_expect_eq(strstr(p.kernel, "_e4m3_") != NULL, shapes[i].fp8 != COLLGEN_FP8_NONE, "%s",
+                   p.kernel);
+      fp8[shapes[i].fp8]++;
+      plain += shapes[i].fp8 == COLLGEN_FP8_NONE;
+    }
+    cr_expect_gt(plain, 0);
+    if (a == 0)
+      cr_expect(fp8[COLLGEN_FP8_DYNAMIC] == plain && fp8[COLLGEN_FP8_STATIC] == plain,
+                "%s: %d plain, %d dynamic, %d static kernels", archs[a], plain,
+                fp8[COLLGEN_FP8_DYNAMIC], fp8[COLLGEN_FP8_STATIC]);
+    else
+      cr_expect(fp8[COLLGEN_FP8_DYNAMIC] + fp8[COLLGEN_FP8_STATIC] == 0, "sm_80: no FP8 kernel");
+    free(shapes);
+  }
+  cls.op = COLLGEN_OP_ALLGATHER_RMSNORM;
+  snprintf(cls.arch, sizeof cls.arch, "sm_90");
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK);
+  for (int i = 0; i < count; ++i) cr_expect_eq(shapes[i].fp8, COLLGEN_FP8_NONE);
+  free(shapes);
+}
+
+/* A class may list its FP8 modes: only those are planned; a mode the arch
+** lacks, an unknown one or an empty list is refused. */
+Test(planner, residual_rmsnorm_variants_of_listed_fp8_modes) {
+  collgen_shape_class_t cls = rr_class();
+  collgen_fp8_mode_t only_static = COLLGEN_FP8_STATIC, bogus = (collgen_fp8_mode_t)9;
+  cls.fp8_modes = &only_static;
+  cls.fp8_mode_count = 1;
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(gen));
+  cr_expect_gt(count, 0);
+  for (int i = 0; i < count; ++i) cr_expect_eq(shapes[i].fp8, COLLGEN_FP8_STATIC);
+  free(shapes);
+  snprintf(cls.arch, sizeof cls.arch, "sm_80");
+  cr_expect_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "needs sm_89 or newer, not sm_80"), "%s",
+            collgen_generator_last_error(gen));
+  cr_expect_null(shapes);
+  cls.fp8_modes = &bogus;
+  cr_expect_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "unknown fp8 mode 9"), "%s",
+            collgen_generator_last_error(gen));
+  cls.fp8_mode_count = 0;
+  cr_expect_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "list of fp8 modes is empty"), "%s",
+            collgen_generator_last_error(gen));
 }

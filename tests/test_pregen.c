@@ -6,10 +6,12 @@
 ** planner: allreduce elems 0..300, every value near each power of two up
 ** to 2^40 and near the LL limit, random sizes up to 2^40; the RMSNorm ops'
 ** rows 0..600, near powers of two and the LL row limit of each cols, random
-** up to 2^40 elements; each aligned or not, in place or not (allreduce; the
-** shape's inplace field is the allreduce's only, see collgen.h), every
-** group size dividing ngpus (allreduce over groups of one is a copy in the
-** runtime, so none), several grid caps.
+** up to 2^40 elements; each aligned or not, in place or not, every group
+** size dividing ngpus (allreduce over groups of one is a copy in the
+** runtime, so none), several grid caps; allreduce_residual_rmsnorm with
+** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
+** --fp8; static scaling has the same epilogue but for the reduction, and
+** would only lengthen the test).
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -26,7 +28,7 @@
 
 #define MATRIX_ARGS                                                            \
   "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm " \
-  "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100"
+  "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
 static const int64_t COLS[] = {4096, 5120, 100};
@@ -129,6 +131,8 @@ static void sweep_rmsnorm(sweep *s, collgen_shape_t base, const int64_t *sizes, 
 
 /* Every call of an RMSNorm op in the matrix (`sizes` is scratch space). */
 static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
+  /* the matrix's FP8 output modes: none, then dynamic for the op that has them */
+  const int last_mode = op == COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM ? COLLGEN_FP8_DYNAMIC : 0;
   for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
     for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
       int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
@@ -143,7 +147,10 @@ static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
           base.ngpus = NGPUS[k];
           base.group_size = g;
           base.cols = COLS[c];
-          sweep_rmsnorm(s, base, sizes, nrows);
+          for (int m = 0; m <= last_mode; ++m) {
+            base.fp8 = (collgen_fp8_mode_t)m;
+            sweep_rmsnorm(s, base, sizes, nrows);
+          }
         }
     }
 }

@@ -182,6 +182,116 @@ Test(reference, residual_rmsnorm_normalizes_residual_out) {
   cr_expect_float_eq(normed[3], 1.5f, 1e-6);
 }
 
+/* e4m3 of y / divisor, as the kernels quantize: the division rounds in
+** f32, the conversion to nearest even, saturating. */
+Test(reference, fp8_row_quantization_hand_cases) {
+  const float y[] = {1.0625f, 1.1875f, -1.0625f, 500.0f, -1e9f, 0.0f, 0x3p-10f, NAN};
+  const uint8_t want[] = {0x38, 0x3a, 0xb8, 0x7e, 0xfe, 0x00, 0x02, 0x7f};
+  uint8_t q[8];
+  float scale = -1.0f;
+  collgen__ref_e4m3_row(COLLGEN_FP8_STATIC, 1.0f, y, 8, q, &scale);
+  for (int i = 0; i < 8; ++i)
+    cr_expect_eq(q[i] & (i == 7 ? 0x7f : 0xff), want[i], "y[%d] = %g: got %#x want %#x", i,
+                 (double)y[i], q[i], want[i]);
+  cr_expect_eq(scale, -1.0f, "static: no scale written");
+  const float z[] = {3.1875f, 0.7f};
+  collgen__ref_e4m3_row(COLLGEN_FP8_STATIC, 3.0f, z, 1, q, &scale);
+  cr_expect_eq(q[0], 0x38, "3.1875 / 3 = 1.0625 exactly: a tie, to even");
+  collgen__ref_e4m3_row(COLLGEN_FP8_STATIC, 0.5f, z + 1, 1, q, &scale);
+  cr_expect_eq(q[0], 0x3b, "0.7 / 0.5 = 1.4 -> 1.375");
+  /* dynamic: the max (NaN ignored) maps to 448; the rest in proportion */
+  const float d[] = {-2.0f, 0.5f, NAN, 0.015625f};
+  collgen__ref_e4m3_row(COLLGEN_FP8_DYNAMIC, 0.0f, d, 4, q, &scale);
+  cr_expect_eq(scale, 2.0f / 448.0f);
+  cr_expect_eq(q[0], 0xfe, "-448");
+  cr_expect_eq(q[1], 0x6e, "112 = 1.75 * 2^6");
+  cr_expect_eq(q[2] & 0x7f, 0x7f, "NaN stays NaN");
+  cr_expect_eq(q[3], 0x46, "3.5 = 1.75 * 2");
+  const float nans[] = {NAN, -0.0f, 0.0f};
+  collgen__ref_e4m3_row(COLLGEN_FP8_DYNAMIC, 0.0f, nans, 3, q, &scale);
+  cr_expect_eq(scale, 0.0f, "a row of zeros and NaN: scale 0");
+  cr_expect(q[0] == 0 && q[1] == 0 && q[2] == 0, "and every code 0 (not NaN, not -0)");
+}
+
+/* The FP8 reference of the whole op on f32 rows: a zero row (eps 0, so
+** its normed_f32 is NaN), a row with one huge value (the others become
+** small and subnormal codes), and saturation with a small static scale. */
+Test(reference, residual_rmsnorm_fp8_zero_row_huge_value_and_saturation) {
+  /* x summed over 2 ranks plus the residual: row 0 all 0; row 1
+  ** {1000, 1, -1, 0.01} */
+  float x0[8] = {0, 0, 0, 0, 1000.0f, 1.0f, 0, 0.01f}, x1[8] = {0, 0, 0, 0, 0, 0, -1.0f, 0};
+  float res[8] = {0}, gamma[4] = {1.0f, 1.0f, 1.0f, 1.0f}, out[8], scales[2] = {-1, -1};
+  uint8_t q[8];
+  const void *x[2] = {x0, x1};
+  collgen__ref_allreduce_residual_rmsnorm_fp8(COLLGEN_DTYPE_F32, 2, 2, 4, x, res, gamma, 0.0f,
+                                              0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, q, scales, out);
+  cr_expect(out[4] == 1000.0f && out[6] == -1.0f && out[7] == 0.01f);
+  cr_expect_eq(scales[0], 0.0f, "the zero row: scale 0, not NaN");
+  for (int i = 0; i < 4; ++i) cr_expect_eq(q[i], 0, "zero row code %d: %#x", i, q[i]);
+  double y0 = 1000.0 / sqrt((1e6 + 2.0 + (double)0.01f * 0.01f) / 4.0);
+  cr_expect(fabs(scales[1] - y0 / 448.0) <= 1e-6 * y0 / 448.0, "scale %.9g want %.9g",
+            (double)scales[1], y0 / 448.0);
+  cr_expect_eq(q[4], 0x7e, "the huge value is the max: 448");
+  cr_expect_eq(q[5], 0x2e, "448 / 1000 = 0.448 -> 0.4375");
+  cr_expect_eq(q[6], 0xae, "-0.4375");
+  cr_expect_eq(q[7], 0x02, "0.00448 -> 2 subnormal units of 2^-9");
+  /* static 1/1024: y * 1024 = {2048 (saturates), 2.048, -2.048, 0.02048} */
+  collgen__ref_allreduce_residual_rmsnorm_fp8(COLLGEN_DTYPE_F32, 2, 2, 4, x, res, gamma, 0.0f,
+                                              0.0f, COLLGEN_FP8_STATIC, 1.0f / 1024, q, NULL,
+                                              out);
+  for (int i = 0; i < 4; ++i)
+    cr_expect_eq(q[i] & 0x7f, 0x7f, "static: the zero row's NaN (eps 0) stays NaN, %#x", q[i]);
+  cr_expect_eq(q[4], 0x7e, "saturates to 448");
+  cr_expect_eq(q[5], 0x40, "2.048 -> 2");
+  cr_expect_eq(q[6], 0xc0, "-2");
+  cr_expect_eq(q[7], 0x0a, "0.02048 = 1.31 * 2^-6 -> 1.25 * 2^-6");
+}
+
+/* collgen__ref_fp8_row_ok accepts the reference's own output, the code on
+** the other side of a tie, and a scale a few ulps off; it refuses any other
+** code and a scale off by 2^-13. */
+Test(reference, fp8_row_check_bounds) {
+  /* f32 row {1, -1, 1, -1}: rms 1 (eps 0), so y = x * (gamma + 1) exactly:
+  ** {1.0625 (a tie), -1.1875 (a tie), 2.5, 1} */
+  float r[4] = {1.0f, -1.0f, 1.0f, -1.0f}, g[4] = {0.0625f, 0.1875f, 1.5f, -2.0f};
+  const collgen_dtype_t F32 = COLLGEN_DTYPE_F32;
+  int64_t col = 99;
+  static const uint8_t ref[4] = {0x38, 0xba, 0x42, 0x38}, other[4] = {0x39, 0xb9, 0x42, 0x38};
+  static const uint8_t bad2[4] = {0x38, 0xba, 0x41, 0x38}, bad0[4] = {0x3a, 0xba, 0x42, 0x38};
+  const collgen_fp8_mode_t ST = COLLGEN_FP8_STATIC, DYN = COLLGEN_FP8_DYNAMIC;
+  cr_expect(collgen__ref_fp8_row_ok(F32, r, g, 0, 4, 0.0f, 1.0f, ST, 1.0f, ref, 0, &col));
+  cr_expect(collgen__ref_fp8_row_ok(F32, r, g, 0, 4, 0.0f, 1.0f, ST, 1.0f, other, 0, &col),
+            "either side of a tie");
+  cr_expect(!collgen__ref_fp8_row_ok(F32, r, g, 0, 4, 0.0f, 1.0f, ST, 1.0f, bad2, 0, &col));
+  cr_expect_eq(col, 2);
+  cr_expect(!collgen__ref_fp8_row_ok(F32, r, g, 0, 4, 0.0f, 1.0f, ST, 1.0f, bad0, 0, &col));
+  cr_expect_eq(col, 0);
+  /* dynamic, on random bf16 rows: the reference passes; scales off */
+  uint16_t res[4096], gamma[4096];
+  uint64_t seed = 7;
+  collgen__ref_fill_random(COLLGEN_DTYPE_BF16, res, 4096, &seed);
+  collgen__ref_fill_random(COLLGEN_DTYPE_BF16, gamma, 4096, &seed);
+  float y[4096], scale = 0.0f;
+  uint8_t q[4096];
+  collgen__ref_normed_f32_row(COLLGEN_DTYPE_BF16, res, gamma, 0, 4096, 1e-6f, 0.0f, y);
+  collgen__ref_e4m3_row(DYN, 0.0f, y, 4096, q, &scale);
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  cr_expect(collgen__ref_fp8_row_ok(BF, res, gamma, 0, 4096, 1e-6f, 0.0f, DYN, 0, q, scale, &col));
+  cr_expect(collgen__ref_fp8_row_ok(BF, res, gamma, 0, 4096, 1e-6f, 0.0f, DYN, 0, q,
+                                    scale * (1.0f + 0x1p-20f), &col), "a few ulps off");
+  cr_expect(!collgen__ref_fp8_row_ok(BF, res, gamma, 0, 4096, 1e-6f, 0.0f, DYN, 0, q,
+                                     scale * (1.0f + 0x1p-13f), &col), "2^-13 off");
+  cr_expect_eq(col, -1, "the scale");
+  cr_expect(!collgen__ref_fp8_row_ok(BF, res, gamma, 0, 4096, 1e-6f, 0.0f, DYN, 0, q, 0.0f, &col),
+            "scale 0 for a nonzero row");
+  int64_t k = 0;
+  while (q[k] == 0 || (q[k] & 0x7f) >= 0x7d) ++k; /* a code with room for a neighbour */
+  q[k] ^= 0x02;
+  cr_expect(!collgen__ref_fp8_row_ok(BF, res, gamma, 0, 4096, 1e-6f, 0.0f, DYN, 0, q, scale,
+                                     &col), "code %lld off by two", (long long)k);
+  cr_expect_eq(col, k);
+}
+
 Test(reference, closeness_bound) {
   cr_expect(collgen__ref_close(COLLGEN_DTYPE_BF16, 1.0, 1.0 + 0x1p-8));
   cr_expect(collgen__ref_close(COLLGEN_DTYPE_BF16, 1.0078125, 1.0 + 0x1p-8));

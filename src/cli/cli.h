@@ -64,14 +64,15 @@ int cli_list_split(const char *cmd, const char *flag, const char *s, cli_list *l
 void cli_list_free(cli_list *l);
 
 /* `collgen pregen` options, validated: every list non-empty, every item
-** a known op or dtype, an integer in range, or an arch of a sane length
-** (the planner judges the arch itself). */
+** a known op, dtype or FP8 mode, an integer in range, or an arch of a sane
+** length (the planner judges the arch itself). */
 typedef struct {
   const char *cache_dir;
   long jobs;                 /* 1..256 */
-  cli_list archs, ops, dtypes;
+  cli_list archs, ops, dtypes, fp8s;
   collgen_op_t *op;          /* ops.n */
   collgen_dtype_t *dtype;    /* dtypes.n */
+  collgen_fp8_mode_t *fp8;   /* fp8s.n; NULL without --fp8 (every mode the arch has) */
   int64_t *ngpus, *cols;     /* ngpus_count, cols_count */
   int ngpus_count, cols_count;
   const char *ops_text, *ngpus_text; /* as given, for messages */

@@ -22,23 +22,36 @@ static FILE *diag;
 FILE *cli_diag(void) { return diag ? diag : stderr; }
 void cli_set_diag(FILE *f) { diag = f; }
 
-void cli_op_names(char *buf, size_t n, const char *sep) {
+/* Writes count names (name_at(0), ...) joined by `sep` into buf. */
+static void join_names(char *buf, size_t n, const char *sep, int count,
+                       const char *(*name_at)(int)) {
   size_t len = 0;
   buf[0] = 0;
-  for (int i = 0; i < collgen__op_count() && len < n; ++i)
-    len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? sep : "", collgen__op_at(i)->name);
+  for (int i = 0; i < count && len < n; ++i)
+    len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? sep : "", name_at(i));
+}
+
+static const char *op_name_at(int i) { return collgen__op_at(i)->name; }
+static const char *dtype_name_at(int i) { return collgen__dtype_at(i)->name; }
+static const char *fp8_name_at(int i) { return collgen__fp8_at(i)->name; }
+
+void cli_op_names(char *buf, size_t n, const char *sep) {
+  join_names(buf, n, sep, collgen__op_count(), op_name_at);
 }
 
 void cli_dtype_names(char *buf, size_t n, const char *sep) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (int i = 0; i < collgen__dtype_count() && len < n; ++i)
-    len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? sep : "", collgen__dtype_at(i)->name);
+  join_names(buf, n, sep, collgen__dtype_count(), dtype_name_at);
+}
+
+/* The catalog's FP8 output mode names joined by `sep`. */
+static void fp8_names(char *buf, size_t n, const char *sep) {
+  join_names(buf, n, sep, collgen__fp8_count(), fp8_name_at);
 }
 
 void cli_print_spec_help(FILE *out) {
-  char dtypes[256];
+  char dtypes[256], fp8[256];
   cli_dtype_names(dtypes, sizeof dtypes, "|");
+  fp8_names(fp8, sizeof fp8, "|");
   fprintf(out,
           "spec flags:\n"
           "  --dtype %-14s element type (bf16)\n"
@@ -52,8 +65,10 @@ void cli_print_spec_help(FILE *out) {
           "  --arch sm_XY           target arch: sm_80 sm_86 sm_89 sm_90 sm_100 ... (sm_90)\n"
           "  --max-blocks N         grid cap, 0 = default, at most 256 (0)\n"
           "  --unaligned            pointers not 16-byte aligned (scalar kernel)\n"
-          "  --inplace              allreduce output aliases input\n",
-          dtypes);
+          "  --inplace              allreduce output aliases input\n"
+          "  --fp8 %-15s allreduce_residual_rmsnorm: normed as float8 e4m3 with a\n"
+          "                         scale per row or one static scale, sm_89+ (none)\n",
+          dtypes, fp8);
 }
 
 int cli_is_help(const char *arg) {
@@ -77,7 +92,7 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
   if (strcmp(f, "--inplace") == 0) { shape->inplace = 1; return 1; }
   static const char *const valued[] = {"--dtype", "--ngpus", "--group-size", "--rank",
                                        "--elems", "--rows", "--cols", "--arch",
-                                       "--max-blocks", NULL};
+                                       "--max-blocks", "--fp8", NULL};
   int known = 0;
   for (int k = 0; valued[k]; ++k) known |= strcmp(f, valued[k]) == 0;
   if (!known) return 0;
@@ -91,6 +106,15 @@ int cli_parse_spec_flag(int argc, char **argv, int i, collgen_shape_t *shape) {
       char names[256];
       cli_dtype_names(names, sizeof names, ", ");
       fprintf(cli_diag(), "collgen: unknown dtype '%s' (%s)\n", v, names);
+      return -1;
+    }
+    return 2;
+  }
+  if (strcmp(f, "--fp8") == 0) {
+    if (collgen__parse_fp8(v, &shape->fp8) != 0) {
+      char names[256];
+      fp8_names(names, sizeof names, ", ");
+      fprintf(cli_diag(), "collgen: unknown --fp8 mode '%s' (%s)\n", v, names);
       return -1;
     }
     return 2;
@@ -225,8 +249,11 @@ void cli_pregen_free(cli_pregen_opts *o) {
   cli_list_free(&o->archs);
   cli_list_free(&o->ops);
   cli_list_free(&o->dtypes);
+  cli_list_free(&o->fp8s);
   free(o->op);
   free(o->dtype);
+  free(o->fp8);
+  o->fp8 = NULL;
   free(o->ngpus);
   free(o->cols);
   o->op = NULL;
@@ -237,7 +264,7 @@ void cli_pregen_free(cli_pregen_opts *o) {
 
 int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *o) {
   memset(o, 0, sizeof *o);
-  const char *arch = "sm_90", *ops = NULL, *dtypes = NULL;
+  const char *arch = "sm_90", *ops = NULL, *dtypes = NULL, *fp8 = NULL;
   const char *ngpus = "2,4,8", *cols = "1024,2048,4096,5120,7168,8192,16384";
   static char all_ops[256]; /* outlives the call: o->ops_text may point at it */
   char all_dtypes[256];
@@ -247,7 +274,7 @@ int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *
   dtypes = all_dtypes;
   o->jobs = default_jobs < 1 ? 1 : default_jobs > 256 ? 256 : default_jobs;
   static const char *const flags[] = {"--arch", "--ops", "--dtypes", "--ngpus",
-                                      "--cols", "--cache-dir", "-j", NULL};
+                                      "--cols", "--cache-dir", "-j", "--fp8", NULL};
   for (int i = 1; i < argc; ++i) {
     if (cli_is_help(argv[i])) return CLI_HELP;
     const char *f = argv[i];
@@ -269,6 +296,7 @@ int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *
         if (!*v) return cli_usage_error("pregen", "--cache-dir needs a directory, got ''");
         o->cache_dir = v;
         break;
+      case 7: fp8 = v; break;
       default: {
         int64_t jobs = 0;
         if (collgen__parse_int(v, 1, 256, &jobs) != 0)
@@ -286,6 +314,7 @@ int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *
                                    &o->ngpus_count);
   if (rc == 0) rc = parse_int_list("--cols", cols, 1, (int64_t)1 << 31, &o->cols,
                                    &o->cols_count);
+  if (rc == 0 && fp8) rc = cli_list_split("pregen", "--fp8", fp8, &o->fp8s);
   if (rc != 0) return rc;
   for (int a = 0; a < o->archs.n; ++a)
     if (strlen(o->archs.items[a]) >= sizeof(((collgen_shape_class_t *)0)->arch))
@@ -306,6 +335,15 @@ int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *
     if (collgen__parse_dtype(o->dtypes.items[d], &o->dtype[d]) != 0) {
       cli_dtype_names(names, sizeof names, ", ");
       return cli_usage_error("pregen", "unknown dtype '%s' (%s)", o->dtypes.items[d], names);
+    }
+  if (fp8 && !(o->fp8 = calloc((size_t)o->fp8s.n, sizeof *o->fp8))) {
+    fprintf(cli_diag(), "collgen pregen: out of memory\n");
+    return 1;
+  }
+  for (int m = 0; fp8 && m < o->fp8s.n; ++m)
+    if (collgen__parse_fp8(o->fp8s.items[m], &o->fp8[m]) != 0) {
+      fp8_names(names, sizeof names, ", ");
+      return cli_usage_error("pregen", "unknown --fp8 mode '%s' (%s)", o->fp8s.items[m], names);
     }
   return 0;
 }

@@ -40,12 +40,15 @@ static int compile_only(const char *why) {
   }
   const char *dir = collgen__generator_cache_dir(g);
   int built = 0, stored = 0, total = 0;
-  for (int op = 0; op < collgen__op_count(); ++op, ++total) {
+  /* every op's demo shape, then the FP8 output of the fused residual op */
+  for (int op = 0; op <= collgen__op_count(); ++op, ++total) {
     collgen_shape_t s;
-    collgen_shape_init(&s, collgen__op_at(op)->op);
+    const int fp8 = op == collgen__op_count();
+    collgen_shape_init(&s, fp8 ? COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM : collgen__op_at(op)->op);
     s.elems = AR_ELEMS;
     s.rows = s.op == COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM ? RR_ROWS : 2 * RMS_ROWS + 1;
     s.cols = RMS_COLS;
+    s.fp8 = fp8 ? COLLGEN_FP8_DYNAMIC : COLLGEN_FP8_NONE;
     collgen_kernel_info_t info;
     int rc = collgen_get_kernel(g, &s, &info);
     if (rc != COLLGEN_OK) {
@@ -266,37 +269,60 @@ static int run_rr(demo_ctx *d, void *vp) {
                                             1e-6f, 0.0f, 0, d->streams);
 }
 
-static int demo_residual_rmsnorm(demo_ctx *d) {
-  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+/* The fused residual op's demo inputs, bf16 RR_ROWS x RMS_COLS: fresh x
+** per rank (host copies in host_x[r]), one residual stream `res` and one
+** `gamma` (host buffers the caller allocated) replicated on every rank, and
+** a poisoned output of out_bytes per rank into out[r]. 1 when all of it
+** was allocated and uploaded. */
+static int rr_inputs(demo_ctx *d, rr_args *a, const void **host_x, void *res, void *gamma,
+                     void **out, size_t out_bytes) {
   const int64_t n = RR_ROWS * RMS_COLS;
   const size_t bytes = (size_t)n * 2, gbytes = RMS_COLS * 2;
-  rr_args a;
-  memset(&a, 0, sizeof a);
-  a.shape[0] = RR_ROWS;
-  a.shape[1] = RMS_COLS;
-  const void *host_x[COLLGEN_MAX_DEVICES] = {0};
-  void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
-  void *want_n = malloc(bytes), *got = malloc(bytes);
-  int ok = res && gamma && want_r && want_n && got;
+  a->shape[0] = RR_ROWS;
+  a->shape[1] = RMS_COLS;
+  int ok = res && gamma;
   if (ok) {
-    fill_random(bf, res, n); /* one residual stream, replicated on every rank */
-    fill_random(bf, gamma, RMS_COLS);
+    fill_random(COLLGEN_DTYPE_BF16, res, n);
+    fill_random(COLLGEN_DTYPE_BF16, gamma, RMS_COLS);
   }
   for (int r = 0; ok && r < d->n; ++r) {
     void *h = malloc(bytes);
     host_x[r] = h;
-    ok = h && collgen__dev_alloc(d->comm, r, bytes, &a.x[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, bytes, &a.res[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, bytes, &a.normed[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, gbytes, &a.gamma[r]) == 0;
+    ok = h && collgen__dev_alloc(d->comm, r, bytes, &a->x[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, bytes, &a->res[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, out_bytes, &out[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, gbytes, &a->gamma[r]) == 0;
     if (ok) {
-      fill_random(bf, h, n);
-      ok = collgen__dev_upload(d->comm, r, a.x[r], h, bytes) == 0 &&
-           collgen__dev_upload(d->comm, r, a.res[r], res, bytes) == 0 &&
-           collgen__dev_upload(d->comm, r, a.gamma[r], gamma, gbytes) == 0 &&
-           collgen__dev_fill(d->comm, r, a.normed[r], 0xff, bytes) == 0;
+      fill_random(COLLGEN_DTYPE_BF16, h, n);
+      ok = collgen__dev_upload(d->comm, r, a->x[r], h, bytes) == 0 &&
+           collgen__dev_upload(d->comm, r, a->res[r], res, bytes) == 0 &&
+           collgen__dev_upload(d->comm, r, a->gamma[r], gamma, gbytes) == 0 &&
+           collgen__dev_fill(d->comm, r, out[r], 0xff, out_bytes) == 0;
     }
   }
+  return ok;
+}
+
+/* Frees what rr_inputs allocated (and out[r]). */
+static void rr_free(demo_ctx *d, rr_args *a, const void **host_x, void **out) {
+  for (int r = 0; r < d->n; ++r) {
+    collgen__dev_free(d->comm, r, a->x[r]);
+    collgen__dev_free(d->comm, r, a->res[r]);
+    collgen__dev_free(d->comm, r, out[r]);
+    collgen__dev_free(d->comm, r, a->gamma[r]);
+    free((void *)host_x[r]);
+  }
+}
+
+static int demo_residual_rmsnorm(demo_ctx *d) {
+  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+  const size_t bytes = (size_t)RR_ROWS * RMS_COLS * 2, gbytes = RMS_COLS * 2;
+  rr_args a;
+  memset(&a, 0, sizeof a);
+  const void *host_x[COLLGEN_MAX_DEVICES] = {0};
+  void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
+  void *want_n = malloc(bytes), *got = malloc(bytes);
+  int ok = want_r && want_n && got && rr_inputs(d, &a, host_x, res, gamma, a.normed, bytes);
   int rc = ok ? run_rr(d, &a) : COLLGEN_ERR_CUDA;
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
   int bad = 0;
@@ -325,19 +351,90 @@ static int demo_residual_rmsnorm(demo_ctx *d) {
     printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d GPU(s): %s, "
            "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
-  for (int r = 0; r < d->n; ++r) {
-    collgen__dev_free(d->comm, r, a.x[r]);
-    collgen__dev_free(d->comm, r, a.res[r]);
-    collgen__dev_free(d->comm, r, a.normed[r]);
-    collgen__dev_free(d->comm, r, a.gamma[r]);
-    free((void *)host_x[r]);
-  }
+  rr_free(d, &a, host_x, a.normed);
   free(res);
   free(gamma);
   free(want_r);
   free(want_n);
   free(got);
   return rc != COLLGEN_OK || bad;
+}
+
+typedef struct {
+  rr_args rr;           /* x, residual (in place), gamma; rr.normed unused */
+  void *q[COLLGEN_MAX_DEVICES];
+  float *scales[COLLGEN_MAX_DEVICES];
+} fp8_args;
+
+/* In place, as run_rr; normed as e4m3 with a scale per row. */
+static int run_fp8(demo_ctx *d, void *vp) {
+  fp8_args *a = vp;
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  for (int r = 0; r < d->n; ++r) shapes[r] = a->rr.shape;
+  return collgen_allreduce_residual_rmsnorm_fp8(
+      d->comm, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)a->rr.x,
+      (const void *const *)a->rr.res, a->q, a->scales, a->rr.res,
+      (const void *const *)a->rr.gamma, 1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, 0, d->streams);
+}
+
+/* The FP8 output of the fused residual op, checked against the reference
+** (collgen__ref_fp8_row_ok) from the rank's own residual_out, which must
+** be the reference's bit for bit. GPUs older than sm_89 skip it. */
+static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
+  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+  const int64_t n = RR_ROWS * RMS_COLS;
+  const size_t bytes = (size_t)n * 2, gbytes = RMS_COLS * 2;
+  fp8_args a;
+  memset(&a, 0, sizeof a);
+  const void *host_x[COLLGEN_MAX_DEVICES] = {0};
+  void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
+  uint8_t *want_q = malloc((size_t)n), *q = malloc((size_t)n);
+  float scales[RR_ROWS], want_s[RR_ROWS];
+  int ok = want_r && want_q && q && rr_inputs(d, &a.rr, host_x, res, gamma, a.q, (size_t)n);
+  for (int r = 0; ok && r < d->n; ++r)
+    ok = collgen__dev_alloc(d->comm, r, sizeof scales, (void **)&a.scales[r]) == 0 &&
+         collgen__dev_fill(d->comm, r, a.scales[r], 0xff, sizeof scales) == 0;
+  int rc = ok ? run_fp8(d, &a) : COLLGEN_ERR_CUDA;
+  if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
+  int bad = 0;
+  if (rc == COLLGEN_OK) {
+    /* Rows are judged by collgen__ref_fp8_row_ok, not by want_q: near an e4m3
+    ** rounding boundary the kernels may round the other way. res, consumed
+    ** here, then receives each rank's residual_out. */
+    collgen__ref_allreduce_residual_rmsnorm_fp8(bf, d->n, RR_ROWS, RMS_COLS, host_x, res, gamma,
+                                                1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, want_q,
+                                                want_s, want_r);
+    for (int r = 0; r < d->n; ++r) {
+      collgen__dev_download(d->comm, r, res, a.rr.res[r], bytes);
+      bad += memcmp(res, want_r, bytes) != 0;
+      collgen__dev_download(d->comm, r, q, a.q[r], (size_t)n);
+      collgen__dev_download(d->comm, r, scales, a.scales[r], sizeof scales);
+      for (int64_t row = 0; row < RR_ROWS; ++row) {
+        int64_t col;
+        bad += !collgen__ref_fp8_row_ok(bf, want_r, gamma, row, RMS_COLS, 1e-6f, 0.0f,
+                                        COLLGEN_FP8_DYNAMIC, 0.0f, q + row * RMS_COLS,
+                                        scales[row], &col);
+      }
+    }
+  }
+  double us = rc == COLLGEN_OK ? time_op(d, run_fp8, &a) : -1;
+  if (rc == COLLGEN_ERR_UNSUPPORTED)
+    printf("  residual_rmsnorm   FP8 output skipped: %s\n", collgen_comm_last_error(d->comm));
+  else if (rc != COLLGEN_OK)
+    printf("  residual_rmsnorm   FP8 FAILED: %s: %s\n", collgen_status_name(rc),
+           collgen_comm_last_error(d->comm));
+  else
+    printf("  residual_rmsnorm   bf16 %d x %d, normed as e4m3 with row scales, on %d GPU(s): %s, "
+           "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
+           bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
+  rr_free(d, &a.rr, host_x, a.q);
+  for (int r = 0; r < d->n; ++r) collgen__dev_free(d->comm, r, a.scales[r]);
+  free(res);
+  free(gamma);
+  free(want_r);
+  free(want_q);
+  free(q);
+  return (rc != COLLGEN_OK && rc != COLLGEN_ERR_UNSUPPORTED) || bad;
 }
 
 int cmd_demo(int argc, char **argv) {
@@ -370,6 +467,7 @@ int cmd_demo(int argc, char **argv) {
   int failed = demo_allreduce(&d);
   failed |= demo_rmsnorm(&d);
   failed |= demo_residual_rmsnorm(&d);
+  failed |= demo_residual_rmsnorm_fp8(&d);
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_destroy(d.comm, r, d.streams[r]);
   collgen_comm_destroy(d.comm);
   printf("collgen demo: %s\n", failed ? "FAILED" : "all checks passed");

@@ -1,7 +1,8 @@
 /*
 ** cmd_pregen.c -- `collgen pregen`: compile every kernel the planner can
 ** pick for a matrix (archs x ops x dtypes x ngpus, every group size
-** dividing ngpus, for the RMSNorm ops each cols) into a cache, so that a
+** dividing ngpus, for the RMSNorm ops each cols, for
+** allreduce_residual_rmsnorm each FP8 output mode) into a cache, so that a
 ** deployment starts with zero NVRTC calls. The kernels come from the
 ** planner itself (collgen_plan_variants): any element or row count,
 ** aligned or not, in place or not, any grid cap. Each distinct kernel is
@@ -27,6 +28,8 @@ static const char help[] =
     "                   dividing each is included\n"
     "  --cols LIST      cols of the RMSNorm ops, each 1..2^31\n"
     "                   (1024,2048,4096,5120,7168,8192,16384)\n"
+    "  --fp8 LIST       allreduce_residual_rmsnorm's normed output: none,dynamic,static\n"
+    "                   (every mode the arch has: FP8 needs sm_89)\n"
     "  --cache-dir D    cache to fill (default cache location)\n"
     "  -j N             parallel compile processes, 1..256 (number of CPUs)\n"
     "Every kernel the planner can pick for a call of the matrix is compiled:\n"
@@ -234,6 +237,8 @@ static int build_matrix(collgen_generator_t *g, const cli_pregen_opts *o, spec_l
         snprintf(cls.arch, sizeof cls.arch, "%s", o->archs.items[a]);
         cls.cols = o->cols;
         cls.cols_count = o->cols_count;
+        cls.fp8_modes = o->fp8;
+        cls.fp8_mode_count = o->fp8s.n;
         for (int n = 0; n < o->ngpus_count && rc < 0; ++n) {
           cls.ngpus = (int)o->ngpus[n];
           int status = add_class(g, &cls, l);

@@ -73,18 +73,37 @@ double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
   return 1.0 / sqrt(ss / (double)cols + (double)eps);
 }
 
+void collgen__ref_normed_f32_row(collgen_dtype_t dtype, const void *residual, const void *gamma,
+                                 int64_t r, int64_t cols, float eps, float weight_offset,
+                                 float *y) {
+  double scale = collgen__ref_rmsnorm_scale(dtype, residual, r, cols, eps);
+  for (int64_t c = 0; c < cols; ++c) {
+    double x = collgen__ref_load(dtype, residual, r * cols + c);
+    double w = (double)collgen__ref_load(dtype, gamma, c) + (double)weight_offset;
+    y[c] = (float)(x * scale * w);
+  }
+}
+
+/* A row's worth of floats, or an abort (test support: no recovery). */
+static float *row_buffer(const char *fn, int64_t cols) {
+  float *y = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *y);
+  if (!y) {
+    fprintf(stderr, "%s: out of memory\n", fn);
+    abort();
+  }
+  return y;
+}
+
 /* normed = round(x * scale * (gamma + weight_offset)) for `rows` rows of
 ** x (residual), in double. */
 static void norm_rows(collgen_dtype_t dtype, int64_t rows, int64_t cols, const void *residual,
                       const void *gamma, float eps, float weight_offset, void *normed) {
+  float *y = row_buffer(__func__, cols);
   for (int64_t r = 0; r < rows; ++r) {
-    double scale = collgen__ref_rmsnorm_scale(dtype, residual, r, cols, eps);
-    for (int64_t c = 0; c < cols; ++c) {
-      double x = collgen__ref_load(dtype, residual, r * cols + c);
-      double w = (double)collgen__ref_load(dtype, gamma, c) + (double)weight_offset;
-      collgen__ref_store(dtype, normed, r * cols + c, (float)(x * scale * w));
-    }
+    collgen__ref_normed_f32_row(dtype, residual, gamma, r, cols, eps, weight_offset, y);
+    for (int64_t c = 0; c < cols; ++c) collgen__ref_store(dtype, normed, r * cols + c, y[c]);
   }
+  free(y);
 }
 
 void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
@@ -102,19 +121,95 @@ void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
   norm_rows(dtype, row, cols, residual, gamma, eps, weight_offset, normed);
 }
 
+/* residual_out[i] = round(x[0][i] + ... + x[group-1][i] + residual_in[i]). */
+static void add_residual(collgen_dtype_t dtype, int group, int64_t n, const void *const *x,
+                         const void *residual_in, void *residual_out) {
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float acc = collgen__ref_load(dtype, x[0], i); /* no excess precision */
+    for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, x[g], i);
+    acc = acc + collgen__ref_load(dtype, residual_in, i);
+    collgen__ref_store(dtype, residual_out, i, acc);
+  }
+}
+
 void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, int64_t rows,
                                              int64_t cols, const void *const *x,
                                              const void *residual_in, const void *gamma,
                                              float eps, float weight_offset, void *normed,
                                              void *residual_out) {
   elem_bytes(__func__, dtype);
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    volatile float acc = collgen__ref_load(dtype, x[0], i); /* no excess precision */
-    for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, x[g], i);
-    acc = acc + collgen__ref_load(dtype, residual_in, i);
-    collgen__ref_store(dtype, residual_out, i, acc);
-  }
+  add_residual(dtype, group, rows * cols, x, residual_in, residual_out);
   norm_rows(dtype, rows, cols, residual_out, gamma, eps, weight_offset, normed);
+}
+
+/* The dynamic scale of a row: max |y| / 448 in f32, NaN ignored (fmaxf). */
+static float row_scale(const float *y, int64_t cols) {
+  float m = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) m = fmaxf(m, fabsf(y[c]));
+  return m / 448.0f;
+}
+
+/* The divisor of a row's values in `mode`; aborts on a mode without e4m3. */
+static float divisor_of(const char *fn, collgen_fp8_mode_t mode, float static_scale,
+                        const float *y, int64_t cols) {
+  if (mode == COLLGEN_FP8_DYNAMIC) return row_scale(y, cols);
+  if (mode == COLLGEN_FP8_STATIC) return static_scale;
+  fprintf(stderr, "%s: FP8 mode %d has no e4m3 output\n", fn, (int)mode);
+  abort();
+}
+
+void collgen__ref_e4m3_row(collgen_fp8_mode_t mode, float static_scale, const float *y,
+                           int64_t cols, uint8_t *q, float *scale) {
+  const float divisor = divisor_of(__func__, mode, static_scale, y, cols);
+  if (mode == COLLGEN_FP8_DYNAMIC) *scale = divisor;
+  for (int64_t c = 0; c < cols; ++c) {
+    volatile float v = divisor != 0.0f ? y[c] / divisor : 0.0f; /* f32, round to nearest */
+    q[c] = collgen__f32_to_e4m3_sat(v);
+  }
+}
+
+void collgen__ref_allreduce_residual_rmsnorm_fp8(
+    collgen_dtype_t dtype, int group, int64_t rows, int64_t cols, const void *const *x,
+    const void *residual_in, const void *gamma, float eps, float weight_offset,
+    collgen_fp8_mode_t mode, float static_scale, uint8_t *q, float *row_scales,
+    void *residual_out) {
+  elem_bytes(__func__, dtype);
+  add_residual(dtype, group, rows * cols, x, residual_in, residual_out);
+  float *y = row_buffer(__func__, cols), unused = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    collgen__ref_normed_f32_row(dtype, residual_out, gamma, r, cols, eps, weight_offset, y);
+    collgen__ref_e4m3_row(mode, static_scale, y, cols, q + r * cols,
+                          mode == COLLGEN_FP8_DYNAMIC ? &row_scales[r] : &unused);
+  }
+  free(y);
+}
+
+/* The codes a kernel may write for the reference ratio v: those of v
+** moved by COLLGEN_REF_FP8_SLACK either way (one code unless v is that
+** close to a rounding boundary). */
+static int e4m3_close(uint8_t got, double v) {
+  return got == collgen__f32_to_e4m3_sat((float)(v * (1.0 - COLLGEN_REF_FP8_SLACK))) ||
+         got == collgen__f32_to_e4m3_sat((float)(v * (1.0 + COLLGEN_REF_FP8_SLACK)));
+}
+
+int collgen__ref_fp8_row_ok(collgen_dtype_t dtype, const void *residual_out, const void *gamma,
+                            int64_t row, int64_t cols, float eps, float weight_offset,
+                            collgen_fp8_mode_t mode, float static_scale, const uint8_t *q,
+                            float scale, int64_t *bad_col) {
+  float *y = row_buffer(__func__, cols);
+  collgen__ref_normed_f32_row(dtype, residual_out, gamma, row, cols, eps, weight_offset, y);
+  const float want = divisor_of(__func__, mode, static_scale, y, cols);
+  int ok = 1;
+  *bad_col = -1;
+  if (mode == COLLGEN_FP8_DYNAMIC)
+    ok = want == 0.0f ? scale == 0.0f
+                      : fabs((double)scale - want) <= COLLGEN_REF_FP8_SLACK / 4 * want;
+  for (int64_t c = 0; ok && c < cols; ++c) {
+    ok = want == 0.0f ? q[c] == 0 : e4m3_close(q[c], (double)y[c] / want);
+    if (!ok) *bad_col = c;
+  }
+  free(y);
+  return ok;
 }
 
 int collgen__ref_close(collgen_dtype_t dtype, double got, double exact) {

@@ -45,6 +45,59 @@ void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, i
                                              float eps, float weight_offset, void *normed,
                                              void *residual_out);
 
+/* The FP8 output of allreduce_residual_rmsnorm
+** (collgen_allreduce_residual_rmsnorm_fp8): residual_out as
+** collgen__ref_allreduce_residual_rmsnorm, then each row of normed_f32
+** (collgen__ref_normed_f32_row) quantized by collgen__ref_e4m3_row into q
+** (rows * cols codes) and, for COLLGEN_FP8_DYNAMIC, row_scales (rows
+** floats; unused, may be NULL, for COLLGEN_FP8_STATIC). */
+void collgen__ref_allreduce_residual_rmsnorm_fp8(
+    collgen_dtype_t dtype, int group, int64_t rows, int64_t cols, const void *const *x,
+    const void *residual_in, const void *gamma, float eps, float weight_offset,
+    collgen_fp8_mode_t mode, float static_scale, uint8_t *q, float *row_scales,
+    void *residual_out);
+
+/* y[c] = normed_f32 of row r: x * rsqrt(mean(x^2) + eps) * (gamma + weight_offset)
+** with x the row of `residual`, computed in double and rounded once to f32
+** (the value the plain ops round to their dtype). */
+void collgen__ref_normed_f32_row(collgen_dtype_t dtype, const void *residual, const void *gamma,
+                                 int64_t r, int64_t cols, float eps, float weight_offset,
+                                 float *y);
+
+/* Quantizes one row of normed_f32 values y to e4m3 codes q as the kernels
+** do, with f32 divisions rounded to nearest and e4m3 rounded to nearest
+** even, saturating at +-448: COLLGEN_FP8_STATIC: q = e4m3(y / static_scale);
+** COLLGEN_FP8_DYNAMIC: *scale = max|y| / 448 (NaN ignored) and
+** q = e4m3(y / *scale), or 0x00 everywhere when *scale is 0. Aborts on
+** another mode. Exact: given the kernels' own y it must give their bytes. */
+void collgen__ref_e4m3_row(collgen_fp8_mode_t mode, float static_scale, const float *y,
+                           int64_t cols, uint8_t *q, float *scale);
+
+/* How far the kernels' ratio y / scale may be from the reference's,
+** relatively, when q is compared (collgen__ref_fp8_row_ok): the kernels'
+** normed_f32 differs from the reference's (double, then rounded) by their
+** f32 sum order and rsqrtf, a few f32 ulps (2^-18 or less); 2^-14 leaves a
+** margin of 16 and still checks all but about 0.15% of codes exactly
+** (e4m3 codes are 2^-4 to 2^-3 apart, relatively). */
+#define COLLGEN_REF_FP8_SLACK 0x1p-14
+
+/* Checks row `row` of a kernel's FP8 output, codes q[0..cols-1] and (for
+** COLLGEN_FP8_DYNAMIC) its scale, against the reference computed from the
+** kernel's residual_out (bit for bit the reference's, checked separately):
+**   - the scale within a relative COLLGEN_REF_FP8_SLACK / 4 of the
+**     reference's max|y| / 448, and exactly 0 when that is 0 (then every
+**     code must be 0x00);
+**   - each code equal to e4m3(v) for v = y / divisor in the reference's
+**     exact arithmetic, or, when v lies within a relative
+**     COLLGEN_REF_FP8_SLACK of an e4m3 rounding boundary, to the code on
+**     the boundary's other side.
+** Returns 1 when the row passes; else 0 with *bad_col the first failing
+** column (-1: the scale). */
+int collgen__ref_fp8_row_ok(collgen_dtype_t dtype, const void *residual_out, const void *gamma,
+                            int64_t row, int64_t cols, float eps, float weight_offset,
+                            collgen_fp8_mode_t mode, float static_scale, const uint8_t *q,
+                            float scale, int64_t *bad_col);
+
 /* 1 / sqrt(mean(x^2) + eps) of row r of a [rows, cols] tensor, in double. */
 double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
                                   int64_t r, int64_t cols, float eps);

@@ -56,8 +56,11 @@ void upload_random(bench_t *b, int r, char *dst, size_t bytes);
 int normed_rows_ok(const bench_t *b, int64_t rows, int64_t cols, const void *got,
                    const void *ref_r, const void *gamma, int64_t *bad_row);
 
-/* The allreduce_residual_rmsnorm section (bench_residual.c). */
+/* The allreduce_residual_rmsnorm sections (bench_residual.c): against
+** the unfused baselines, and its FP8 output against the plain fused op
+** (skipped below sm_89). */
 void bench_residual_rmsnorm(bench_t *b);
+void bench_residual_rmsnorm_fp8(bench_t *b);
 
 #define CU(call)                                                                \
   do {                                                                          \

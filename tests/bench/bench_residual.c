@@ -9,6 +9,9 @@
 ** rounding (they round the sum once more), normed within the rounding
 ** model; a wrong fused result fails the run, a wrong baseline is reported
 ** and left out (nan). busbw counts x as an all-reduce: algbw * 2(n-1)/n.
+** A second table times the FP8 output (dynamic and static scaling) against
+** the plain fused op at decode sizes, each checked first the same way
+** (codes and scales by collgen__ref_fp8_row_ok).
 */
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +28,9 @@ typedef struct {
   int nslots;
   void *res[8], *normed[8], *gamma[8];
   void *sum[8];        /* the unfused paths' all-reduce output */
+  void *q[8];          /* FP8 table: the e4m3 codes and row scales */
+  float *scales[8];
+  collgen_fp8_mode_t fp8;
 } rr_arg;
 
 static const void *x_of(const rr_arg *a, int r, int iter) {
@@ -155,6 +161,13 @@ static int result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int e
   return ok;
 }
 
+/* A call of rows x cols, nothing allocated yet (alloc_arg). */
+static void arg_init(rr_arg *a, int64_t rows, int64_t cols) {
+  memset(a, 0, sizeof *a);
+  a->rows = rows;
+  a->cols = cols;
+}
+
 static void alloc_arg(bench_t *b, rr_arg *a, uint64_t *seed) {
   const size_t esz = (size_t)esize_of(b), bytes = (size_t)(a->rows * a->cols) * esz;
   const size_t gb = (size_t)a->cols * esz;
@@ -205,9 +218,7 @@ void bench_residual_rmsnorm(bench_t *b) {
   for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ++ri)
     for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ++ci) {
       rr_arg a;
-      memset(&a, 0, sizeof a);
-      a.rows = rows_list[ri];
-      a.cols = cols_list[ci];
+      arg_init(&a, rows_list[ri], cols_list[ci]);
       if (b->quick && !((a.rows == 8 || a.rows == 128 || a.rows == 8192) && a.cols == 8192))
         continue;
       alloc_arg(b, &a, &seed);
@@ -236,4 +247,129 @@ void bench_residual_rmsnorm(bench_t *b) {
                 (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g, ug);
       free_arg(b, &a);
     }
+}
+
+/* The FP8 output of the fused op (mode a->fp8) into q and scales. */
+static void launch_fp8(bench_t *b, void *vp, int iter) {
+  rr_arg *a = vp;
+  const void *x[8];
+  const int64_t *shapes[8];
+  call_args(b, a, iter, x, shapes);
+  const int dyn = a->fp8 == COLLGEN_FP8_DYNAMIC;
+  int rc = collgen_allreduce_residual_rmsnorm_fp8(
+      b->comm, b->dt, 2, shapes, x, (const void *const *)a->res, a->q, dyn ? a->scales : NULL,
+      a->res, (const void *const *)a->gamma, 1e-6f, 1.0f, a->fp8, dyn ? 0.0f : 1.0f / 64, b->group,
+      b->streams);
+  if (rc != COLLGEN_OK) die("collgen_allreduce_residual_rmsnorm_fp8", collgen_comm_last_error(b->comm));
+}
+
+/* Runs launch_fp8 once on fresh residuals with poisoned codes and scales
+** (x is the arena's slot 0): residual_out must be the reference's bit for
+** bit and every row pass collgen__ref_fp8_row_ok, on every rank; else the
+** run fails. */
+static void check_fp8(bench_t *b, rr_arg *a) {
+  const int g = group_of(b);
+  const int64_t n = a->rows * a->cols;
+  const size_t esz = (size_t)esize_of(b), bytes = (size_t)n * esz, gb = (size_t)a->cols * esz;
+  void *hx[8], *hres = malloc(bytes), *gamma = malloc(gb), *want_r = malloc(bytes);
+  void *got = malloc(bytes);
+  uint8_t *want_q = malloc((size_t)n), *q = malloc((size_t)n);
+  float *want_s = malloc((size_t)a->rows * sizeof(float));
+  float *scales = malloc((size_t)a->rows * sizeof(float));
+  if (!hres || !gamma || !want_r || !got || !want_q || !q || !want_s || !scales)
+    die("check", "out of memory");
+  uint64_t seed = 0xf8ull + (uint64_t)getpid();
+  collgen__ref_fill_random(b->dt, hres, n, &seed);
+  collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb);
+  for (int r = 0; r < b->n; ++r) {
+    hx[r] = malloc(bytes + 1);
+    collgen__dev_download(b->comm, r, hx[r], x_of(a, r, 0), bytes);
+    collgen__dev_upload(b->comm, r, a->res[r], hres, bytes);
+    collgen__dev_fill(b->comm, r, a->q[r], 0xff, (size_t)n);
+    collgen__dev_fill(b->comm, r, a->scales[r], 0xff, (size_t)a->rows * sizeof(float));
+  }
+  launch_fp8(b, a, 0);
+  sync_all(b);
+  const float st = a->fp8 == COLLGEN_FP8_DYNAMIC ? 0.0f : 1.0f / 64;
+  for (int r = 0; r < b->n; ++r) {
+    collgen__ref_allreduce_residual_rmsnorm_fp8(b->dt, g, a->rows, a->cols,
+                                                (const void *const *)&hx[r - r % g], hres, gamma,
+                                                1e-6f, 1.0f, a->fp8, st, want_q, want_s, want_r);
+    collgen__dev_download(b->comm, r, got, a->res[r], bytes);
+    collgen__dev_download(b->comm, r, q, a->q[r], (size_t)n);
+    collgen__dev_download(b->comm, r, scales, a->scales[r], (size_t)a->rows * sizeof(float));
+    int64_t row = 0, col = 0;
+    int ok = memcmp(got, want_r, bytes) == 0;
+    while (ok && row < a->rows &&
+           collgen__ref_fp8_row_ok(b->dt, want_r, gamma, row, a->cols, 1e-6f, 1.0f, a->fp8, st,
+                                   q + row * a->cols, scales[row], &col))
+      ++row;
+    if (!ok || row < a->rows) {
+      fprintf(stderr, "collgen-bench: residual_rmsnorm FP8 %s %lldx%lld: rank %d: %s (row %lld "
+              "col %lld)\n", collgen__fp8_name(a->fp8), (long long)a->rows, (long long)a->cols,
+              r, ok ? "codes or scale differ from the reference" : "residual_out differs",
+              (long long)row, (long long)col);
+      exit(1);
+    }
+  }
+  for (int r = 0; r < b->n; ++r) free(hx[r]);
+  free(hres);
+  free(gamma);
+  free(want_r);
+  free(got);
+  free(want_q);
+  free(q);
+  free(want_s);
+  free(scales);
+}
+
+void bench_residual_rmsnorm_fp8(bench_t *b) {
+  static const int64_t rows_list[] = {1, 8, 32, 128};
+  static const int64_t cols_list[] = {4096, 8192};
+  const int g = group_of(b);
+  const collgen__arch_desc *arch = collgen__arch_find(b->comm->arch[0]);
+  const int min_sm = collgen__fp8_find(COLLGEN_FP8_DYNAMIC)->min_sm;
+  if (!arch || arch->sm < min_sm) {
+    printf("\nallreduce_residual_rmsnorm FP8 output: skipped (%s; it needs sm_%d)\n",
+           b->comm->arch[0], min_sm);
+    return;
+  }
+  printf("\nallreduce_residual_rmsnorm FP8 output, %s in, e4m3 out, %d GPUs, groups of %d, in "
+         "place (graph replay, us; x_* = FP8 time / plain fused time, target <= 1.10)\n",
+         collgen__dtype_name(b->dt), b->n, g);
+  printf("%6s %6s %10s %10s %10s %8s %8s\n", "rows", "cols", "plain", "fp8_dyn", "fp8_st",
+         "x_dyn", "x_st");
+  uint64_t seed = 0xf8f8ull + (uint64_t)getpid();
+  for (size_t i = 0; i < 2 * sizeof rows_list / sizeof rows_list[0]; ++i) {
+    rr_arg a; /* each rows with each cols */
+    arg_init(&a, rows_list[i / 2], cols_list[i % 2]);
+    if (b->quick && !(a.rows == 8 && a.cols == 8192)) continue;
+    alloc_arg(b, &a, &seed);
+    for (int r = 0; r < b->n; ++r)
+      if (collgen__dev_alloc(b->comm, r, (size_t)(a.rows * a.cols), &a.q[r]) ||
+          collgen__dev_alloc(b->comm, r, (size_t)a.rows * sizeof(float), (void **)&a.scales[r]))
+        die("alloc", collgen_comm_last_error(b->comm));
+    if (!result_ok(b, &a, launch_fused, "collgen", 1)) exit(1);
+    const int batch = batch_for((size_t)(a.rows * a.cols) * (size_t)esize_of(b));
+    double t[3];
+    t[0] = time_calls(b, launch_fused, &a, batch, 1);
+    for (int m = 0; m < 2; ++m) {
+      a.fp8 = m == 0 ? COLLGEN_FP8_DYNAMIC : COLLGEN_FP8_STATIC;
+      check_fp8(b, &a);
+      t[1 + m] = time_calls(b, launch_fp8, &a, batch, 1);
+    }
+    printf("%6lld %6lld %10.2f %10.2f %10.2f %8.3f %8.3f\n", (long long)a.rows,
+           (long long)a.cols, t[0], t[1], t[2], t[1] / t[0], t[2] / t[0]);
+    fflush(stdout);
+    for (int m = 0; b->csv && m < 2; ++m) /* the plain op's row is the section above's */
+      fprintf(b->csv, "allreduce_residual_rmsnorm_fp8_%s,%s,%d,%d,%lld,%lld,%lld,,%.3f,,,,,,,\n",
+              m == 0 ? "dynamic" : "static", collgen__dtype_name(b->dt), b->n, g,
+              (long long)(a.rows * a.cols * esize_of(b)), (long long)a.rows, (long long)a.cols,
+              t[1 + m]);
+    for (int r = 0; r < b->n; ++r) {
+      collgen__dev_free(b->comm, r, a.q[r]);
+      collgen__dev_free(b->comm, r, a.scales[r]);
+    }
+    free_arg(b, &a);
+  }
 }

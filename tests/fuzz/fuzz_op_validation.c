@@ -1,8 +1,9 @@
 /*
 ** fuzz_op_validation.c -- libFuzzer harness for the validation of every
 ** public op, on the stand-in driver (tests/fake_cuda.c) with NVRTC made
-** unloadable: the input bytes become a call (op, dtype, tensor rank, shapes,
-** raw pointer values, group size, eps, weight_offset) on a 4-rank
+** unloadable: the input bytes become a call (op or the FP8 variant, dtype,
+** tensor rank, shapes, raw pointer values, group size, eps, weight_offset,
+** FP8 mode and static scale) on a 4-rank
 ** communicator. Nothing may crash, overflow or leak; the status must be a
 ** known one with a message; nothing may be launched or copied (launch_mask
 ** names no rank, and a call that passes validation stops at "no NVRTC").
@@ -50,7 +51,7 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
-  int op = (int)(take(&p, end, 1) % 3);
+  int op = (int)(take(&p, end, 1) % 4); /* 3: allreduce_residual_rmsnorm_fp8 */
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -65,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     shapes[r] = (take(&p, end, 1) == 255) ? NULL : dims[r];
   }
-  void *ptr[5][RANKS];
-  for (int k = 0; k < 5; ++k)
+  void *ptr[6][RANKS];
+  for (int k = 0; k < 6; ++k)
     for (int r = 0; r < RANKS; ++r) {
       /* small offsets into one "arena" address make overlaps likely */
       uint64_t sel = take(&p, end, 1);
@@ -75,9 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                               : (void *)(uintptr_t)take(&p, end, 8);
     }
   uint32_t eb = (uint32_t)take(&p, end, 4), wb = (uint32_t)take(&p, end, 4);
-  float eps, wo;
+  float eps, wo, static_scale;
   memcpy(&eps, &eb, 4);
   memcpy(&wo, &wb, 4);
+  collgen_fp8_mode_t mode = (collgen_fp8_mode_t)((int)(take(&p, end, 1) % 5) - 1);
+  uint32_t sb = (uint32_t)take(&p, end, 4);
+  memcpy(&static_scale, &sb, 4);
   stats->launches = stats->copies = 0;
   int rc;
   if (op == 0)
@@ -87,11 +91,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = collgen_allgather_rmsnorm(comm, dtype, trank, shapes, (const void *const *)ptr[0],
                                    ptr[1], ptr[2], (const void *const *)ptr[3], eps, wo, group,
                                    streams);
-  else
+  else if (op == 2)
     rc = collgen_allreduce_residual_rmsnorm(comm, dtype, trank, shapes,
                                             (const void *const *)ptr[0],
                                             (const void *const *)ptr[1], ptr[2], ptr[3],
                                             (const void *const *)ptr[4], eps, wo, group, streams);
+  else
+    rc = collgen_allreduce_residual_rmsnorm_fp8(
+        comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],
+        ptr[2], (float *const *)ptr[5], ptr[3], (const void *const *)ptr[4], eps, wo, mode,
+        static_scale, group, streams);
   if (strcmp(collgen_status_name(rc), "COLLGEN_ERR_UNKNOWN") == 0) abort();
   if (rc != COLLGEN_OK && !collgen_comm_last_error(comm)[0]) abort();
   if (stats->launches || stats->copies) abort();

@@ -38,16 +38,18 @@ struct collgen_kparams {
   const void *in[COLLGEN_MAX_DEVICES];                    // per-rank inputs / row shards (P2P pointers)
   void *out[COLLGEN_MAX_DEVICES];                         // every rank's output; allreduce_residual_rmsnorm: every residual_out
   void *signal[COLLGEN_MAX_DEVICES];                      // per-rank signal buffers
-  void *normed;                                           // rmsnorm ops: this rank's normed output
+  void *normed;                                           // rmsnorm ops: this rank's normed output (e4m3 bytes with FP8 output)
   void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
   const void *gamma;                                      // rmsnorm ops: this rank's gamma[cols]
   const void *residual_in;                                // allreduce_residual_rmsnorm: this rank's residual_in
+  float *row_scales;                                      // FP8 dynamic output: this rank's scale of each row
   unsigned int *error;                                    // this rank's error record (host-mapped)
   unsigned long long count;                               // allreduce: elements; rmsnorm ops: (gathered) rows
   unsigned long long row_start[COLLGEN_MAX_DEVICES + 1];  // rmsnorm: first gathered row of each rank
   unsigned long long timeout_ns;                          // bound on every barrier wait
   float eps;                                              // rmsnorm epsilon
   float weight_offset;                                    // rmsnorm: added to gamma (1.0 = Gemma style)
+  float static_scale;                                     // FP8 static output: normed is divided by it
   unsigned int rank;                                      // this rank's index in its group
   unsigned int group_base;                                // communicator index of the group's rank 0
 };
@@ -58,15 +60,17 @@ COLLGEN_ABI_CHECK(collgen_kparams, normed, 192, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, residual, 200, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, gamma, 208, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, residual_in, 216, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, error, 224, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, count, 232, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, row_start, 240, 72);
-COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 312, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, eps, 320, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 324, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, rank, 328, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, group_base, 332, 4);
-static_assert(sizeof(collgen_kparams) == 336 &&
+COLLGEN_ABI_CHECK(collgen_kparams, row_scales, 224, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, error, 232, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, count, 240, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, row_start, 248, 72);
+COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 320, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, eps, 328, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 332, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, static_scale, 336, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, rank, 340, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, group_base, 344, 4);
+static_assert(sizeof(collgen_kparams) == 352 &&
                   alignof(collgen_kparams) == 8,
               "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
 
@@ -392,34 +396,50 @@ __device__ __forceinline__ void ll_finish(const collgen_kparams &p, collgen_sign
 // ---- RMSNorm rows (templates/rmsnorm.cuh.tpl) ----
 // What both RMSNorm kernel families share: the row constants, the sum of
 // squares over a block in a fixed order, one vector of the normed output
-// and, for the LL kernels, one 16-byte vector sent as two LL lines.
+// (in the dtype, or float8 e4m3 for allreduce_residual_rmsnorm's FP8
+// output) and, for the LL kernels, one 16-byte vector sent as two LL lines.
 
 #define COLS 5120ull            // columns per row
 #define ROW_VECS 640ull // vector accesses per row
 #define WARPS 16
 
-// Sum over the block, in a fixed order (same bits on every rank).
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[WARPS];
+struct add_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Reduces v over the block with op, in a fixed order (same bits on every
+// rank).
+template <class Op> __device__ __forceinline__ float block_reduce(float v, Op op) {
+  __shared__ float warp_vals[WARPS];
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+  for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  if ((threadIdx.x & 31) == 0) warp_vals[threadIdx.x >> 5] = v;
   __syncthreads();
-  float total = 0.0f;
+  float total = warp_vals[0];
 #pragma unroll
-  for (int w = 0; w < WARPS; ++w) total += warp_sums[w];
-  __syncthreads();  // warp_sums may be reused by the next row
+  for (int w = 1; w < WARPS; ++w) total = op(total, warp_vals[w]);
+  __syncthreads();  // warp_vals may be reused by the next row
   return total;
+}
+
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, add_op()); }
+
+// The normed values of vector c before rounding (y may be x): from the
+// row's f32 values x, scale = rsqrt(mean(x^2) + eps) and gamma vector c.
+__device__ __forceinline__ void normed_f32(const collgen_kparams &p, const float *x, float scale,
+                                           vec_t gamma, float *y) {
+  float w[VEC];
+  unpack(gamma, w);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
 }
 
 // Writes normed vector c of a row from its f32 values and gamma vector c.
 __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned long long row,
                                              unsigned long long c, const float *x, float scale,
                                              vec_t gamma) {
-  float w[VEC], y[VEC];
-  unpack(gamma, w);
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) y[k] = (x[k] * scale) * (w[k] + p.weight_offset);
+  float y[VEC];
+  normed_f32(p, x, scale, gamma, y);
   store_vec(p.normed, row * ROW_VECS + c, pack(y));
 }
 
