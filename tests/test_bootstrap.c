@@ -196,6 +196,7 @@ typedef struct {
   int fd_room;         /* if nonzero: room for this many new descriptors during
                           each exchange (RLIMIT_NOFILE), then restored */
   int delay_ms;        /* sleep this long before the rendezvous and each exchange */
+  int linger_ms;       /* sleep this long after the exchanges, before destroy */
 } job_t;
 
 /* Whether some process listens on the socket of an id: /proc/net/unix has
@@ -351,6 +352,7 @@ static void run_job(shm_t *s, int idx, const void *arg) {
       }
       r->exchanges++;
     }
+    sleep_ms(j->linger_ms);
     collgen__boot_destroy(b);
   }
   if (j->alarms) {
@@ -640,6 +642,23 @@ Test(socket, several_missing_ranks_are_all_named) {
   run_jobs(s, jobs, 2);
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "ranks 1, 2, 4, 5 of 6 never joined (2 of 6 present)");
   expect_fail(s, 1, COLLGEN_ERR_TIMEOUT, "ranks 1, 2, 4, 5 of 6");
+}
+
+/* Rank 2 stays alive but skips exchange #2: named when the bound passes. */
+Test(socket, rank_missing_from_an_exchange_times_out_named) {
+  shm_t *s = shm_new();
+  job_t jobs[3];
+  jobs_init(jobs, 3, 3, 2, 64, 1);
+  for (int i = 0; i < 3; ++i) jobs[i].timeout_ms = SHORT_MS;
+  jobs[2].exchanges = 1;
+  jobs[2].linger_ms = SHORT_MS + COLLGEN__BOOT_GRACE_MS + 300;
+  run_jobs(s, jobs, 3);
+  cr_expect_eq(s->r[2].rc, COLLGEN_OK, "%s", s->r[2].msg);
+  const char *want = "exchange #2 timed out after 300 ms: rank 2 of 3 did not take part";
+  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, want);
+  expect_fail(s, 1, COLLGEN_ERR_TIMEOUT, want);
+  cr_expect(s->r[0].ms >= SHORT_MS - 5 && s->r[0].ms < SHORT_MS + 700, "%.0f ms", s->r[0].ms);
+  cr_expect_eq(s->r[0].exchanges, 1);
 }
 
 Test(socket, missing_rank_zero_times_out) {
