@@ -1310,6 +1310,7 @@ static void run_cb_job(shm_t *s, int idx, const void *arg) {
 ** set of pipes. */
 static void run_cb(shm_t *s, cb_job *jobs, int n, child_fn fn) {
   pipes_t p;
+  memset(&p, 0, sizeof p); /* slot 0 has no pipes: copied, never used */
   p.nranks = n;
   for (int r = 1; r < n; ++r) {
     cr_assert_eq(pipe2(p.up[r], O_CLOEXEC), 0);
