@@ -644,21 +644,37 @@ Test(socket, several_missing_ranks_are_all_named) {
   expect_fail(s, 1, COLLGEN_ERR_TIMEOUT, "ranks 1, 2, 4, 5 of 6");
 }
 
-/* Rank 2 stays alive but skips exchange #2: named when the bound passes. */
-Test(socket, rank_missing_from_an_exchange_times_out_named) {
+/* Rank `who` of 3 makes one exchange of two, waits linger_ms, then
+** destroys its bootstrap: the other two fail exchange #2 with `status` and
+** a message holding `needle`. */
+static shm_t *stops_after_one(int who, int linger_ms, int status, const char *needle) {
   shm_t *s = shm_new();
   job_t jobs[3];
   jobs_init(jobs, 3, 3, 2, 64, 1);
   for (int i = 0; i < 3; ++i) jobs[i].timeout_ms = SHORT_MS;
-  jobs[2].exchanges = 1;
-  jobs[2].linger_ms = SHORT_MS + COLLGEN__BOOT_GRACE_MS + 300;
+  jobs[who].exchanges = 1;
+  jobs[who].linger_ms = linger_ms;
   run_jobs(s, jobs, 3);
-  cr_expect_eq(s->r[2].rc, COLLGEN_OK, "%s", s->r[2].msg);
-  const char *want = "exchange #2 timed out after 300 ms: rank 2 of 3 did not take part";
-  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, want);
-  expect_fail(s, 1, COLLGEN_ERR_TIMEOUT, want);
+  cr_expect_eq(s->r[who].rc, COLLGEN_OK, "%s", s->r[who].msg);
+  for (int i = 0; i < 3; ++i) {
+    if (i == who) continue;
+    expect_fail(s, i, status, needle);
+    cr_expect_eq(s->r[i].exchanges, 1);
+  }
+  return s;
+}
+
+/* Rank 2 stays alive but skips exchange #2: named when the bound passes. */
+Test(socket, rank_missing_from_an_exchange_times_out_named) {
+  shm_t *s = stops_after_one(2, SHORT_MS + COLLGEN__BOOT_GRACE_MS + 300, COLLGEN_ERR_TIMEOUT,
+                             "exchange #2 timed out after 300 ms: rank 2 of 3 did not take part");
   cr_expect(s->r[0].ms >= SHORT_MS - 5 && s->r[0].ms < SHORT_MS + 700, "%.0f ms", s->r[0].ms);
-  cr_expect_eq(s->r[0].exchanges, 1);
+}
+
+/* Rank 1 destroys its bootstrap after one exchange: named at once. */
+Test(socket, exchange_counts_disagree) {
+  shm_t *s = stops_after_one(1, 0, COLLGEN_ERR_PEER, "exchange #2: rank 1 (pid");
+  cr_expect(s->r[0].ms < SHORT_MS, "%.0f ms: not a timeout", s->r[0].ms);
 }
 
 Test(socket, missing_rank_zero_times_out) {
@@ -727,15 +743,25 @@ static void forged_rank(shm_t *s, int idx, const void *arg) {
   r->fd_after = count_fds();
 }
 
-Test(socket, wrong_secret_is_refused_and_named) {
+/* Rank 0 of 2 (process 0, bound `timeout_ms`) while process 1 runs
+** `stranger` instead of rank 1; the stranger is released (s->release) once
+** rank 0 is done. */
+static shm_t *rank0_against(child_fn stranger, int timeout_ms) {
   shm_t *s = shm_new();
   job_t j;
   jobs_init(&j, 1, 2, 0, 0, 0);
-  j.timeout_ms = SHORT_MS;
+  j.timeout_ms = timeout_ms;
   pid_t pids[2];
   pids[0] = spawn(s, 0, run_job, &j);
-  pids[1] = spawn(s, 1, forged_rank, NULL);
-  reap_ok(pids, 2, 5000);
+  pids[1] = spawn(s, 1, stranger, NULL);
+  reap_ok(pids, 1, 8000);
+  s->release = 1;
+  reap_ok(&pids[1], 1, 8000);
+  return s;
+}
+
+Test(socket, wrong_secret_is_refused_and_named) {
+  shm_t *s = rank0_against(forged_rank, SHORT_MS);
   expect_fail(s, 1, COLLGEN_ERR_INVALID_ARG, "rank 0 refused this process: wrong secret");
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined");
   char who[64];
@@ -847,16 +873,7 @@ Test(socket, hostile_bytes_are_refused_and_the_rendezvous_goes_on) {
 }
 
 Test(socket, only_hostile_clients_time_out_named) {
-  shm_t *s = shm_new();
-  job_t j;
-  jobs_init(&j, 1, 2, 0, 0, 0);
-  j.timeout_ms = SHORT_MS + 200;
-  pid_t pids[2];
-  pids[0] = spawn(s, 0, run_job, &j);
-  pids[1] = spawn(s, 1, hostile_clients, NULL);
-  reap_ok(pids, 1, 8000);
-  s->release = 1;
-  reap_ok(&pids[1], 1, 8000);
+  shm_t *s = rank0_against(hostile_clients, SHORT_MS + 200);
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined");
   cr_expect(strstr(s->r[0].msg, "refused 5 connections"), "%s", s->r[0].msg);
   cr_expect(s->r[0].ms < SHORT_MS + 200 + 700, "%.0f ms: the silent client held it up",
@@ -875,16 +892,7 @@ static void flood(shm_t *s, int idx, const void *arg) {
 }
 
 Test(socket, connection_flood_is_bounded) {
-  shm_t *s = shm_new();
-  job_t j;
-  jobs_init(&j, 1, 2, 0, 0, 0);
-  j.timeout_ms = SHORT_MS;
-  pid_t pids[2];
-  pids[0] = spawn(s, 0, run_job, &j);
-  pids[1] = spawn(s, 1, flood, NULL);
-  reap_ok(pids, 1, 8000);
-  s->release = 1;
-  reap_ok(&pids[1], 1, 8000);
+  shm_t *s = rank0_against(flood, SHORT_MS);
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "too many connections waiting");
 }
 
@@ -1032,17 +1040,6 @@ Test(socket, exchange_sizes_disagree) {
     expect_fail(s, i, COLLGEN_ERR_INVALID_ARG, "rank 2 (pid");
   cr_expect(strstr(s->r[1].msg, "brought 32 bytes and 0 descriptors, rank 0 16 bytes"), "%s",
             s->r[1].msg);
-}
-
-Test(socket, exchange_counts_disagree) {
-  shm_t *s = shm_new();
-  job_t jobs[3];
-  jobs_init(jobs, 3, 3, 2, 16, 0);
-  jobs[1].exchanges = 1; /* then destroys its bootstrap */
-  run_jobs(s, jobs, 3);
-  cr_expect_eq(s->r[1].rc, COLLGEN_OK);
-  expect_fail(s, 0, COLLGEN_ERR_PEER, "exchange #2: rank 1");
-  expect_fail(s, 2, COLLGEN_ERR_PEER, "exchange #2: rank 1");
 }
 
 /* A rank whose own arguments are bad tells the others, who fail at once. */
