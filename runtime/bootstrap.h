@@ -129,7 +129,7 @@ const char *collgen__boot_last_error(const collgen__boot *b);
 
 /* All-gathers `bytes` bytes (0 to COLLGEN__BOOT_MAX_TOTAL / nranks) from
 ** every rank: rank i's `mine` lands at all + i * bytes on every rank
-** (this rank's own included). `all` has nranks * bytes bytes and must not
+** (this rank's own included); 0 bytes makes it a barrier. `all` has nranks * bytes bytes and must not
 ** overlap `mine`. Collective: every rank calls it, in the same order as its
 ** other exchanges, with the same `bytes`. Errors: _INVALID_ARG (arguments;
 ** or ranks disagree on bytes or on the number of exchanges, named),

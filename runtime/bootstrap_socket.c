@@ -131,6 +131,8 @@ static int admit(root_state *s, pending *p) {
   b->conn[in.rank] = fd;
   collgen__wire_rx_init(&s->rx[in.rank], NULL, 0, 0);
   s->joined++;
+  collgen__log(COLLGEN_LOG_INFO, "bootstrap rank 0: rank %u (pid %d) joined (%d of %d)", in.rank,
+               pid, s->joined, b->nranks);
   return COLLGEN_OK;
 }
 

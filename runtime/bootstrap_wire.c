@@ -131,8 +131,7 @@ size_t collgen__wire_pack_error(uint8_t *out, int status, const char *text) {
 int collgen__wire_parse_error(const uint8_t *in, size_t len, char *text, size_t textlen) {
   int status = (int)collgen__wire_get32(in);
   /* A peer's status is data: only a known failure code is taken as is. */
-  if (status >= 0 || status < COLLGEN_ERR_PEER ||
-      strcmp(collgen_status_name(status), "COLLGEN_ERR_UNKNOWN") == 0)
+  if (status >= 0 || strcmp(collgen_status_name(status), "COLLGEN_ERR_UNKNOWN") == 0)
     status = COLLGEN_ERR_PEER;
   size_t k = 0;
   for (size_t i = 4; i < len && k + 1 < textlen; ++i, ++k) {

@@ -35,7 +35,7 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define PROBE 256 /* descriptors 0..PROBE-1 are compared before and after */
+#define PROBE 64 /* descriptors 0..PROBE-1 are compared before and after */
 static uint8_t open_before[PROBE];
 static uint8_t tag[COLLGEN__UID_TAG_BYTES], secret[COLLGEN__UID_SECRET_BYTES];
 static int spare_fd; /* what rides along: dups of one memfd */
