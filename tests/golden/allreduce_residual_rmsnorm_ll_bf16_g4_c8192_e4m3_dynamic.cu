@@ -25,6 +25,8 @@
 #define COLLGEN_MAX_BLOCKS 256         // blocks per launch: per-block signal slots
 #define COLLGEN_LL_LINES 32768         // 16-byte LL lines per (bank, sender)
 #define COLLGEN_ABORT_MARK 4294967295  // a signal word after collgen_comm_abort (never a count)
+#define COLLGEN_STOP_TIMEOUT 1         // status record: a wait passed its bound
+#define COLLGEN_STOP_ABORTED 2         // status record: a wait or count read the abort mark
 
 // offsetof as a constant expression: NVRTC has neither <cstddef> nor
 // __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
@@ -40,7 +42,7 @@
 // Launch parameters, passed by value (host: collgen__kparams).
 struct collgen_kparams {
   const void *in[COLLGEN_MAX_DEVICES];                    // per-rank inputs / row shards (P2P pointers)
-  void *out[COLLGEN_MAX_DEVICES];                         // allreduce: every rank's output; allreduce_residual_rmsnorm: residual_out
+  void *out[COLLGEN_MAX_DEVICES];                         // every rank's output; allreduce_residual_rmsnorm: every residual_out
   void *signal[COLLGEN_MAX_DEVICES];                      // per-rank signal buffers
   void *normed;                                           // rmsnorm ops: this rank's normed output (e4m3 bytes with FP8 output)
   void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
@@ -139,8 +141,8 @@ __device__ __forceinline__ vec_t pack(const float *f) {
 // never reset, so the state stays valid across CUDA-graph replays.
 //
 // Every wait is bounded by %globaltimer: past timeout_ns the thread records
-// {1, rank, peer, block} in the rank's host-mapped error record and the
-// kernel returns without touching outputs further.
+// {COLLGEN_STOP_TIMEOUT, rank, peer, block} in the rank's host-mapped error
+// record and the kernel returns without touching outputs further.
 //
 // Abort (collgen_comm_abort): the host overwrites, by DMA, first the count
 // words of every rank's buffer (barrier counters and flags, LL epochs),
@@ -201,15 +203,17 @@ __device__ __forceinline__ unsigned int load_acquire_sys(const unsigned int *p) 
   return v;
 }
 
-// Records a timeout; the flag word is written last so the host never sees a
-// half-written record.
-__device__ void record_timeout(const collgen_kparams &p, unsigned int peer) {
+// Records why this rank stopped (COLLGEN_STOP_TIMEOUT, or
+// COLLGEN_STOP_ABORTED when a wait or a count read the abort mark, which
+// another process may have written); the flag word is written last so the
+// host never sees a half-written record.
+__device__ void record_stop(const collgen_kparams &p, unsigned int peer, unsigned int why) {
   volatile unsigned int *e = p.error;
   e[1] = p.rank;
   e[2] = peer;
   e[3] = blockIdx.x;
   __threadfence_system();
-  e[0] = 1u;
+  e[0] = why;
 }
 
 // Set once per block when the kernel must stop: a wait expired, or the
@@ -236,6 +240,7 @@ __device__ bool group_barrier(const collgen_kparams &p) {
     collgen_signal *theirs = (collgen_signal *)p.signal[peer];
     const unsigned int c = mine->counter[blockIdx.x][peer_id];
     if (c == ABORT_MARK) {  // aborted: signal nothing, stop the block
+      record_stop(p, peer, COLLGEN_STOP_ABORTED);
       block_stopped = 1;
     } else {
       const unsigned int v = next_count(c);
@@ -245,12 +250,9 @@ __device__ bool group_barrier(const collgen_kparams &p) {
       const unsigned long long start = globaltimer_ns();
       unsigned int seen;
       while ((seen = load_acquire_sys(slot)) != v) {
-        if (seen == ABORT_MARK) {
-          block_stopped = 1;
-          break;
-        }
-        if (globaltimer_ns() - start > p.timeout_ns) {
-          record_timeout(p, peer);
+        const bool aborted = seen == ABORT_MARK;
+        if (aborted || globaltimer_ns() - start > p.timeout_ns) {
+          record_stop(p, peer, aborted ? COLLGEN_STOP_ABORTED : COLLGEN_STOP_TIMEOUT);
           block_stopped = 1;
           break;
         }
@@ -293,6 +295,7 @@ __device__ __forceinline__ uint4 load_line(const uint4 *src) {
 __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uint4 *slot,
                                              unsigned int e, unsigned int peer, uint4 *out) {
   if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+    record_stop(p, peer, COLLGEN_STOP_ABORTED);
     block_stopped = 1;
     return false;
   }
@@ -300,12 +303,9 @@ __device__ __forceinline__ bool ll_wait_line(const collgen_kparams &p, const uin
   if (v.y != e || v.w != e) {
     const unsigned long long start = globaltimer_ns();
     do {
-      if (v.y == ABORT_MARK || v.w == ABORT_MARK) {
-        block_stopped = 1;
-        return false;
-      }
-      if (globaltimer_ns() - start > p.timeout_ns) {
-        record_timeout(p, peer);
+      const bool aborted = v.y == ABORT_MARK || v.w == ABORT_MARK;
+      if (aborted || globaltimer_ns() - start > p.timeout_ns) {
+        record_stop(p, peer, aborted ? COLLGEN_STOP_ABORTED : COLLGEN_STOP_TIMEOUT);
         block_stopped = 1;
         return false;
       }
@@ -365,18 +365,16 @@ __device__ __forceinline__ bool ll_wait_tokens(const collgen_kparams &p, collgen
   if (threadIdx.x < GROUP && threadIdx.x != p.rank) {
     const unsigned int e = epoch_of(epoch, threadIdx.x);
     if (e == ABORT_MARK) {  // aborted before this call began (ll_begin)
+      record_stop(p, threadIdx.x, COLLGEN_STOP_ABORTED);
       block_stopped = 1;
     } else {
       volatile unsigned int *slot = &mine->ll_token[e & 1u][blockIdx.x][p.group_base + threadIdx.x];
       const unsigned long long start = globaltimer_ns();
       unsigned int seen;
       while ((seen = *slot) != e) {
-        if (seen == ABORT_MARK) {
-          block_stopped = 1;
-          break;
-        }
-        if (globaltimer_ns() - start > p.timeout_ns) {
-          record_timeout(p, threadIdx.x);
+        const bool aborted = seen == ABORT_MARK;
+        if (aborted || globaltimer_ns() - start > p.timeout_ns) {
+          record_stop(p, threadIdx.x, aborted ? COLLGEN_STOP_ABORTED : COLLGEN_STOP_TIMEOUT);
           block_stopped = 1;
           break;
         }
