@@ -237,6 +237,12 @@ local function plan_allreduce_residual_rmsnorm(s)
   -- needs more than their 64 registers (3 ranks spilled 80 bytes, 2 left
   -- no margin).
   local ll_block, ll_items = ll_row_fit(g, vec, nv, block, items, 1)
+  -- FP8 dynamic output adds a block max per row: f32 rows of more than 8
+  -- values per thread at 7 or 8 ranks spilled (72 bytes at g8, 8192 cols),
+  -- so they take the one-shot path.
+  if ll_block and s.fp8 == "dynamic" and s.dtype == "f32" and g >= 7 and ll_items * vec > 8 then
+    ll_block = nil
+  end
   local algo
   if ll_block and s.rows <= ll_max_rows(s) then
     algo, block, items = "ll", ll_block, ll_items

@@ -332,6 +332,32 @@ Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
 
 /* The variants of the op include both FP8 modes of every algorithm on
 ** sm_89 and newer, and none on sm_80; the other ops never get one. */
+/* FP8 dynamic output adds a block max per row: f32 LL rows of more than 8
+** values per thread at 7 or 8 ranks spilled (72 bytes at g8, 8192 cols,
+** found by the CI conformance run), so those take the one-shot path; the
+** plain op and static scaling keep LL. */
+Test(planner, residual_rmsnorm_fp8_dynamic_wide_f32_rows_at_7_8_ranks_avoid_ll) {
+  for (int g = 6; g <= 8; ++g) {
+    collgen_shape_t s;
+    collgen_plan_t p;
+    collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+    s.ngpus = g;
+    s.rows = 8;
+    s.cols = 8192;
+    s.dtype = COLLGEN_DTYPE_F32;
+    for (int mode = COLLGEN_FP8_NONE; mode <= COLLGEN_FP8_STATIC; ++mode) {
+      s.fp8 = (collgen_fp8_mode_t)mode;
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+      const int avoid = mode == COLLGEN_FP8_DYNAMIC && g >= 7;
+      cr_expect_str_eq(p.algo, avoid ? "oneshot" : "ll", "g%d mode %d: %s", g, mode, p.kernel);
+    }
+    s.cols = 4096; /* 8 values per thread: LL even with dynamic scaling */
+    s.fp8 = COLLGEN_FP8_DYNAMIC;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+    cr_expect_str_eq(p.algo, "ll", "g%d 4096 cols: %s", g, p.kernel);
+  }
+}
+
 Test(planner, residual_rmsnorm_variants_include_fp8_where_the_arch_has_it) {
   collgen_shape_class_t cls = rr_class();
   static const char *const archs[] = {"sm_90", "sm_80"};
