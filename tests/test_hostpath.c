@@ -59,8 +59,10 @@ static void make_streams(collgen_comm_t *c, collgen_stream_t *s) {
 /* Host buffers stand in for device memory (the fake driver's cuMemAlloc is
 ** malloc), poisoned so that any write shows. */
 static void *poisoned(size_t bytes) {
-  void *p = aligned_alloc(256, bytes);
-  memset(p, 0xa5, bytes);
+  const size_t whole = (bytes + 255) / 256 * 256; /* aligned_alloc wants a multiple */
+  void *p = aligned_alloc(256, whole ? whole : 256);
+  cr_assert(p);
+  memset(p, 0xa5, whole ? whole : 256);
   return p;
 }
 
