@@ -5,8 +5,6 @@
 ** may overlap where one is written.
 */
 #include "dtype_convert.h"
-#include <string.h>
-
 #include "op_runtime.h"
 #include "shape.h"
 
@@ -79,19 +77,8 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
 ** own shard. Outputs are this rank's own. */
 static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                     const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
-  int rc = collgen__stage_check_aligned(c, &collgen__rt_allgather_rmsnorm, call, g, r);
-  if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
-  const size_t bytes = (size_t)g->bytes[ROLE_INPUT][r];
-  rc = collgen__stage_fits(c, "this rank's shard", bytes);
-  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
-  for (int k = 0; rc == COLLGEN_OK && k < size; ++k) kp->in[k] = collgen__staging_at(c, base + k, 0);
-  return rc;
-}
-
-static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                     const char *algo, int r, CUstream s) {
-  (void)c, (void)call, (void)g, (void)algo, (void)r, (void)s;
-  return COLLGEN_OK; /* the outputs are written in place */
+  return collgen__stage_peer_input(c, &collgen__rt_allgather_rmsnorm, call, g, algo, ROLE_INPUT,
+                                   base, size, r, kp, s);
 }
 
 const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
@@ -102,8 +89,7 @@ const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
-    .stage_in = stage_in,
-    .stage_out = stage_out,
+    .stage_in = stage_in, /* the outputs are written in place: no stage_out */
 };
 
 int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,

@@ -121,15 +121,10 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
 ** residual_out. LL reads only this rank's own buffers. */
 static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                     const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
-  int rc = collgen__stage_check_aligned(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, r);
-  if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
-  const size_t bytes = (size_t)g->bytes[ROLE_X][r];
-  rc = collgen__stage_fits(c, "x", bytes); /* the caller cut it into pieces */
-  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_X][r], bytes, s);
-  for (int k = 0; rc == COLLGEN_OK && k < size; ++k) {
-    kp->in[k] = collgen__staging_at(c, base + k, 0);
-    if (strcmp(algo, "rowsplit") == 0) kp->out[k] = collgen__staging_at(c, base + k, c->staging_bytes / 2);
-  }
+  int rc = collgen__stage_peer_input(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, algo,
+                                     ROLE_X, base, size, r, kp, s);
+  for (int k = 0; rc == COLLGEN_OK && k < size && strcmp(algo, "rowsplit") == 0; ++k)
+    kp->out[k] = collgen__staging_at(c, base + k, c->staging_bytes / 2);
   return rc;
 }
 

@@ -308,7 +308,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
           rc = rt->stage_in(c, call, &groups[grp], sets[grp].algo, base, size, r, &sets[grp].kp[r], s);
       }
       if (rc == COLLGEN_OK) rc = launch_rank(c, &sets[grp], r, s);
-      if (rc == COLLGEN_OK && call->per_rank)
+      if (rc == COLLGEN_OK && call->per_rank && rt->stage_out)
         rc = rt->stage_out(c, call, &groups[grp], sets[grp].algo, r, s);
     }
     if (rc != COLLGEN_OK) return rc;

@@ -84,7 +84,8 @@ typedef struct {
   ** points rank r's parameters at staging where the planned algorithm
   ** (`algo`) needs it and queues the copies of r's data into its staging
   ** on `s`; stage_out, after the launch, queues the copies from staging to
-  ** r's outputs. The planner saw an aligned, not-in-place call on every
+  ** r's outputs (NULL: nothing comes back). The planner saw an aligned,
+** not-in-place call on every
   ** rank (their buffers are unknown here), so stage_in also stages any of
   ** r's buffers that is not 16-byte aligned. NULL: the op has no
   ** one-process-per-GPU path yet (the call is refused). */
@@ -137,6 +138,16 @@ int collgen__stage_fits(collgen_comm_t *c, const char *what, size_t bytes);
 ** aligned (ops whose staging does not take any alignment). */
 int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *rt,
                                  const collgen__call *call, const collgen__group *g, int r);
+
+/* The stage_in of ops that need 16-byte aligned buffers and whose barrier
+** algorithms read one role (`role`) from every rank: checks the alignment;
+** for any algorithm but LL, copies rank r's buffer of that role into its
+** region IN (refused when it does not fit) and points kp->in[] at every
+** rank's region IN. */
+int collgen__stage_peer_input(collgen_comm_t *c, const collgen__op_runtime *rt,
+                              const collgen__call *call, const collgen__group *g,
+                              const char *algo, int role, int base, int size, int r,
+                              collgen__kparams *kp, CUstream s);
 
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);

@@ -4,6 +4,7 @@
 ** mapped here, and the stream-ordered copies into and out of it.
 */
 #include <stdint.h>
+#include <string.h>
 
 #include "op_runtime.h"
 
@@ -35,4 +36,18 @@ int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *r
                            "16-byte aligned buffers (every cudaMalloc'd tensor is)",
                            rt->roles[k].name, call->buffers[k][r]);
   return COLLGEN_OK;
+}
+
+int collgen__stage_peer_input(collgen_comm_t *c, const collgen__op_runtime *rt,
+                              const collgen__call *call, const collgen__group *g,
+                              const char *algo, int role, int base, int size, int r,
+                              collgen__kparams *kp, CUstream s) {
+  int rc = collgen__stage_check_aligned(c, rt, call, g, r);
+  if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
+  const size_t bytes = (size_t)g->bytes[role][r];
+  rc = collgen__stage_fits(c, rt->roles[role].name, bytes);
+  if (rc == COLLGEN_OK)
+    rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[role][r], bytes, s);
+  for (int k = 0; rc == COLLGEN_OK && k < size; ++k) kp->in[k] = collgen__staging_at(c, base + k, 0);
+  return rc;
 }

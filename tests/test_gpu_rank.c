@@ -297,12 +297,31 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
   _exit(0);
 }
 
-static void run_ranks(int nranks) {
-  collgen_unique_id_t id;
-  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+/* One LL-sized call of rank x, waited for; returns collgen_comm_check's
+** code afterwards and the call's duration in *ms. */
+static int timed_call(rank_ctx *x, double *ms) {
+  int64_t n = 4097;
+  double t0 = collgen__now_ms();
+  int rc = collgen_rank_allreduce_sum(x->c, COLLGEN_DTYPE_BF16, 1, &n, x->in, x->out, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS,
+             "sync");
+  *ms = collgen__now_ms() - t0;
+  return collgen_comm_check(x->c);
+}
+
+/* A report shared with forked ranks. */
+static rank_report *report_new(void) {
   rank_report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   cr_assert(rep != MAP_FAILED);
   memset(rep, 0, sizeof *rep);
+  return rep;
+}
+
+static void run_ranks(int nranks) {
+  collgen_unique_id_t id;
+  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
+  rank_report *rep = report_new();
   const uint64_t seed = tu_rand();
   pid_t pids[8];
   for (int r = 0; r < nranks; ++r) {
@@ -334,22 +353,15 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
   collgen_unique_id_t ids[2];
   cr_assert_eq(collgen_get_unique_id(&ids[0]), COLLGEN_OK);
   cr_assert_eq(collgen_get_unique_id(&ids[1]), COLLGEN_OK);
-  rank_report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(rep != MAP_FAILED);
-  memset(rep, 0, sizeof *rep);
+  rank_report *rep = report_new();
   const uint64_t seed = tu_rand();
   pid_t survivor = fork();
   if (survivor == 0) {
     rank_ctx x;
     rank_open(&x, rep, &ids[0], 2, 0, 1500);
     usleep(300 * 1000); /* the peer is dead by now */
-    int64_t n = 4097;
-    double t0 = collgen__now_ms();
-    int rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
-    RANK_CHECK(rep, 0, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x.c));
-    RANK_CHECK(rep, 0, collgen__cu.cuStreamSynchronize((CUstream)x.s) == CUDA_SUCCESS, "sync");
-    const double ms = collgen__now_ms() - t0;
-    rc = collgen_comm_check(x.c);
+    double ms = 0;
+    int rc = timed_call(&x, &ms);
     RANK_CHECK(rep, 0, rc == COLLGEN_ERR_TIMEOUT && strstr(collgen_comm_last_error(x.c), "for rank 1"),
                "check: %s: %s", collgen_status_name(rc), collgen_comm_last_error(x.c));
     RANK_CHECK(rep, 0, ms < 1500 + 3000, "gave up after %.0f ms", ms);
@@ -392,9 +404,7 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
 Test(rank, an_abort_in_one_process_stops_the_other, .timeout = 120) {
   collgen_unique_id_t id;
   cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
-  rank_report *rep = mmap(NULL, sizeof *rep, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(rep != MAP_FAILED);
-  memset(rep, 0, sizeof *rep);
+  rank_report *rep = report_new();
   pid_t pids[2];
   for (int rank = 0; rank < 2; ++rank) {
     pids[rank] = fork();
@@ -406,13 +416,8 @@ Test(rank, an_abort_in_one_process_stops_the_other, .timeout = 120) {
       RANK_CHECK(rep, 1, collgen_comm_abort(x.c) == COLLGEN_OK, "abort: %s",
                  collgen_comm_last_error(x.c));
     } else {
-      int64_t n = 4097;
-      double t0 = collgen__now_ms();
-      int rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
-      RANK_CHECK(rep, 0, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x.c));
-      RANK_CHECK(rep, 0, collgen__cu.cuStreamSynchronize((CUstream)x.s) == CUDA_SUCCESS, "sync");
-      const double ms = collgen__now_ms() - t0;
-      rc = collgen_comm_check(x.c);
+      double ms = 0;
+      int rc = timed_call(&x, &ms);
       RANK_CHECK(rep, 0, rc == COLLGEN_ERR_ABORTED, "check: %s: %s", collgen_status_name(rc),
                  collgen_comm_last_error(x.c));
       RANK_CHECK(rep, 0, ms < 300 + 2000, "the kernel ended %.0f ms after the call", ms);
