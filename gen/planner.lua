@@ -228,8 +228,12 @@ end
 -- In place needs nothing special: no algorithm reads a residual_in
 -- another rank may overwrite (templates/allreduce_residual_rmsnorm.cu.tpl).
 -- An FP8 output (s.fp8 "dynamic" or "static") plans as the plain op: the
--- same algorithm, layout and so the same sum order, so normed_f32 has the
--- same bits; only the epilogue and the kernel name's suffix differ.
+-- same row layout and so the same sum order, so normed_f32 has the same
+-- bits, and the same algorithm but for LL rows of 4 vectors per thread at
+-- 8 ranks with dynamic scaling (f32, 7168 and 8192 cols): there the row's
+-- max and its division spilled 72 bytes next to the LL state of 8 peers
+-- (conformance, NVRTC 13, sm_90), so those rows run one-shot. Only the
+-- epilogue and the kernel name's suffix differ.
 local function plan_allreduce_residual_rmsnorm(s)
   local g = s.group_size
   local vec, nv, block, items = row_layout(s)
@@ -237,6 +241,7 @@ local function plan_allreduce_residual_rmsnorm(s)
   -- needs more than their 64 registers (3 ranks spilled 80 bytes, 2 left
   -- no margin).
   local ll_block, ll_items = ll_row_fit(g, vec, nv, block, items, 1)
+  if ll_block and s.fp8 == "dynamic" and g >= 8 and ll_items > 3 then ll_block = nil end
   local algo
   if ll_block and s.rows <= ll_max_rows(s) then
     algo, block, items = "ll", ll_block, ll_items
@@ -289,8 +294,8 @@ end
 -- What a call of each op can vary beyond its class: the size field and the
 -- thresholds its planning function compares it against (above), and
 -- whether the class lists cols. Every other field of a call is probed
--- over its whole (small) domain: the FP8 modes (FP8_OPS) those the arch
--- has.
+-- over its whole (small) domain, the FP8 modes of FP8_OPS as fp8_probes
+-- says.
 local VARIANT_AXES = {
   allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
   allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },

@@ -53,7 +53,9 @@
   L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")                     \
   L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)")
 
-/* Launch parameters, passed by value (one kernel parameter). */
+/* Launch parameters, passed by value (one kernel parameter). Append new
+** fields at the end: shifting the offsets of existing ones once made ptxas
+** allocate two sm_80 allreduce LL kernels differently, with spills. */
 #define COLLGEN_KPARAMS_FIELDS(F, FP)                                              \
   F(const void *, in, [COLLGEN_MAX_DEVICES],                                       \
     "per-rank inputs / row shards (P2P pointers)")                                 \
@@ -66,8 +68,6 @@
   F(const void *, gamma, , "rmsnorm ops: this rank's gamma[cols]")                 \
   F(const void *, residual_in, ,                                                   \
     "allreduce_residual_rmsnorm: this rank's residual_in")                         \
-  F(float *, row_scales, ,                                                         \
-    "FP8 dynamic output: this rank's scale of each row")                           \
   F(unsigned int *, error, , "this rank's error record (host-mapped)")             \
   F(unsigned long long, count, ,                                                   \
     "allreduce: elements; rmsnorm ops: (gathered) rows")                           \
@@ -76,9 +76,11 @@
   F(unsigned long long, timeout_ns, , "bound on every barrier wait")               \
   F(float, eps, , "rmsnorm epsilon")                                               \
   F(float, weight_offset, , "rmsnorm: added to gamma (1.0 = Gemma style)")         \
-  F(float, static_scale, , "FP8 static output: normed is divided by it")           \
   F(unsigned int, rank, , "this rank's index in its group")                        \
-  F(unsigned int, group_base, , "communicator index of the group's rank 0")
+  F(unsigned int, group_base, , "communicator index of the group's rank 0")        \
+  F(float *, row_scales, ,                                                         \
+    "FP8 dynamic output: this rank's scale of each row")                           \
+  F(float, static_scale, , "FP8 static output: normed is divided by it")
 
 /* One rank's signal buffer (docs/signals.md). Peer slots are indexed by
 ** communicator rank. */

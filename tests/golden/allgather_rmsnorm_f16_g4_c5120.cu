@@ -40,16 +40,16 @@ struct collgen_kparams {
   void *residual;                                         // allgather_rmsnorm: this rank's gathered rows
   const void *gamma;                                      // rmsnorm ops: this rank's gamma[cols]
   const void *residual_in;                                // allreduce_residual_rmsnorm: this rank's residual_in
-  float *row_scales;                                      // FP8 dynamic output: this rank's scale of each row
   unsigned int *error;                                    // this rank's error record (host-mapped)
   unsigned long long count;                               // allreduce: elements; rmsnorm ops: (gathered) rows
   unsigned long long row_start[COLLGEN_MAX_DEVICES + 1];  // rmsnorm: first gathered row of each rank
   unsigned long long timeout_ns;                          // bound on every barrier wait
   float eps;                                              // rmsnorm epsilon
   float weight_offset;                                    // rmsnorm: added to gamma (1.0 = Gemma style)
-  float static_scale;                                     // FP8 static output: normed is divided by it
   unsigned int rank;                                      // this rank's index in its group
   unsigned int group_base;                                // communicator index of the group's rank 0
+  float *row_scales;                                      // FP8 dynamic output: this rank's scale of each row
+  float static_scale;                                     // FP8 static output: normed is divided by it
 };
 COLLGEN_ABI_CHECK(collgen_kparams, in, 0, 64);
 COLLGEN_ABI_CHECK(collgen_kparams, out, 64, 64);
@@ -58,16 +58,16 @@ COLLGEN_ABI_CHECK(collgen_kparams, normed, 192, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, residual, 200, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, gamma, 208, 8);
 COLLGEN_ABI_CHECK(collgen_kparams, residual_in, 216, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, row_scales, 224, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, error, 232, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, count, 240, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, row_start, 248, 72);
-COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 320, 8);
-COLLGEN_ABI_CHECK(collgen_kparams, eps, 328, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 332, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, static_scale, 336, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, rank, 340, 4);
-COLLGEN_ABI_CHECK(collgen_kparams, group_base, 344, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, error, 224, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, count, 232, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, row_start, 240, 72);
+COLLGEN_ABI_CHECK(collgen_kparams, timeout_ns, 312, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, eps, 320, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, weight_offset, 324, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, rank, 328, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, group_base, 332, 4);
+COLLGEN_ABI_CHECK(collgen_kparams, row_scales, 336, 8);
+COLLGEN_ABI_CHECK(collgen_kparams, static_scale, 344, 4);
 static_assert(sizeof(collgen_kparams) == 352 &&
                   alignof(collgen_kparams) == 8,
               "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
