@@ -34,7 +34,8 @@ static unsigned unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
 ** the mode, its scale arguments and every rank's arch. */
 static int check_args(collgen_comm_t *c, const collgen__call *call) {
   int rc = collgen__check_norm_scalars(c, call);
-  if (rc != COLLGEN_OK || (call->unused_roles & (1u << ROLE_NORMED_FP8))) return rc;
+  const int plain_entry = (call->unused_roles & (1u << ROLE_NORMED_FP8)) != 0;
+  if (rc != COLLGEN_OK || plain_entry) return rc;
   if (call->fp8 != COLLGEN_FP8_DYNAMIC && call->fp8 != COLLGEN_FP8_STATIC)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "FP8 mode %d: must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC "

@@ -466,8 +466,8 @@ COLLGEN_API int collgen_allreduce_residual_rmsnorm(collgen_comm_t *comm, collgen
 **   mode COLLGEN_FP8_DYNAMIC: per row, scale = max|y| / 448, written to
 **     row_scales[d][row] (rows floats per rank); normed_fp8[d] = e4m3(y / scale).
 **     NaN values of y do not count toward the max. A row whose scale is 0
-**     (every y is 0, or NaN: an all-zero row with eps 0) gets scale 0 and
-**     code 0x00 everywhere, never NaN. static_scale must be 0.
+**     (every y is 0 or NaN, as in an all-zero row, also with eps 0) gets
+**     scale 0 and code 0x00 everywhere, never NaN. static_scale must be 0.
 **   mode COLLGEN_FP8_STATIC: normed_fp8[d] = e4m3(y / static_scale), with
 **     static_scale finite and > 0; row_scales must be NULL (none written).
 ** normed_fp8[d] holds rows*cols bytes and row_scales[d] rows floats; they

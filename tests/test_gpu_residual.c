@@ -599,9 +599,10 @@ Test(residual_rmsnorm, four_and_eight_ranks_every_group_size, .timeout = 2400) {
   collgen_comm_destroy(c8);
 }
 
-/* The FP8 output over every group size of 4 and 8 ranks: LL (f32 at 8
-** ranks at the register limit), row split with empty slices, looped,
-** unaligned, groups of one. */
+/* The FP8 output over every group size of 4 and 8 ranks: LL, row split
+** with empty slices, looped, unaligned, groups of one; f32 8192 at 8 ranks
+** is LL with static scaling and one-shot with dynamic scaling (the
+** planner's one exception). */
 Test(residual_rmsnorm, fp8_four_and_eight_ranks_every_group_size, .timeout = 2400) {
   const collgen_fp8_mode_t DYN = COLLGEN_FP8_DYNAMIC, ST = COLLGEN_FP8_STATIC;
   collgen_comm_t *c4 = make_comm(4, 4, 0, 0);

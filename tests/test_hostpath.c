@@ -321,7 +321,7 @@ static void fp8_bufs_make(collgen_comm_t *c, fp8_bufs *b) {
     b->x[r] = poisoned(8 * 4096 * 2);
     b->res[r] = poisoned(8 * 4096 * 2);
     b->q[r] = poisoned(8 * 4096 * 2);
-    b->scales[r] = poisoned(8 * sizeof(float));
+    b->scales[r] = poisoned(256); /* 8 floats used; aligned_alloc needs a multiple of 256 */
     b->gamma[r] = poisoned(4096 * 2);
   }
   make_streams(c, b->streams);
@@ -329,7 +329,7 @@ static void fp8_bufs_make(collgen_comm_t *c, fp8_bufs *b) {
 
 static void fp8_bufs_free(fp8_bufs *b) {
   for (int r = 0; r < 2; ++r) {
-    cr_expect(all_poison(b->q[r], 8 * 4096 * 2) && all_poison(b->scales[r], 8 * sizeof(float)),
+    cr_expect(all_poison(b->q[r], 8 * 4096 * 2) && all_poison(b->scales[r], 256),
               "kernels do not run here");
     free(b->x[r]);
     free(b->res[r]);

@@ -280,9 +280,9 @@ Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
   free(shapes);
 }
 
-/* An FP8 output plans exactly as the plain op (so normed_f32 keeps its
-** bits) with the mode in the kernel name and the cache key; it needs sm_89
-** and exists only for allreduce_residual_rmsnorm. */
+/* An FP8 output plans as the plain op (so normed_f32 keeps its bits) with
+** the mode in the kernel name and the cache key; it needs sm_89 and exists
+** only for allreduce_residual_rmsnorm. */
 Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
   static const int64_t rows[] = {1, 8, 17, 300, 100000};
   static const int64_t cols[] = {1, 4095, 8192, 40000};
@@ -307,8 +307,28 @@ Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
                   "%s", p.canonical);
         cr_expect(strstr(plain.canonical, ";fp8=none;"), "%s", plain.canonical);
       }
+  /* The one exception: LL rows of 4 vectors per thread at 8 ranks spill
+  ** with dynamic scaling; they run one-shot with the same row layout. */
+  collgen_plan_t ll = plan_rr(8, 0, 8, 8192, COLLGEN_DTYPE_F32, 1), p;
   collgen_shape_t s;
-  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.ngpus = 8;
+  s.rows = 8;
+  s.cols = 8192;
+  s.dtype = COLLGEN_DTYPE_F32;
+  s.fp8 = COLLGEN_FP8_DYNAMIC;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  cr_expect_str_eq(ll.algo, "ll");
+  cr_expect_str_eq(p.algo, "oneshot");
+  cr_expect(p.vec == ll.vec && p.block == ll.block && p.items == ll.items, "%s vs %s", p.kernel,
+            ll.kernel);
+  s.fp8 = COLLGEN_FP8_STATIC;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "ll", "static scaling fits");
+  s.fp8 = COLLGEN_FP8_DYNAMIC;
+  s.ngpus = 7;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "ll", "7 ranks fit");
   collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
   s.fp8 = COLLGEN_FP8_DYNAMIC;
   snprintf(s.arch, sizeof s.arch, "sm_89");
