@@ -307,8 +307,9 @@ Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
                   "%s", p.canonical);
         cr_expect(strstr(plain.canonical, ";fp8=none;"), "%s", plain.canonical);
       }
-  /* The one exception: LL rows of 4 vectors per thread at 8 ranks spill
-  ** with dynamic scaling; they run one-shot with the same row layout. */
+  /* The one exception: f32 LL rows of more than 8 values per thread at 7-8
+  ** ranks spill with dynamic scaling; they run one-shot with the same row
+  ** layout. */
   collgen_plan_t ll = plan_rr(8, 0, 8, 8192, COLLGEN_DTYPE_F32, 1), p;
   collgen_shape_t s;
   collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
@@ -328,7 +329,10 @@ Test(planner, residual_rmsnorm_fp8_plans_as_the_plain_op) {
   s.fp8 = COLLGEN_FP8_DYNAMIC;
   s.ngpus = 7;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
-  cr_expect_str_eq(p.algo, "ll", "7 ranks fit");
+  cr_expect_str_eq(p.algo, "oneshot", "7 ranks spill too");
+  s.ngpus = 6;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.algo, "ll", "6 ranks fit");
   collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
   s.fp8 = COLLGEN_FP8_DYNAMIC;
   snprintf(s.arch, sizeof s.arch, "sm_89");
