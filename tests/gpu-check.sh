@@ -44,6 +44,7 @@ step info ./build-gpu/collgen info
 step ctest_cpu bash -c "cd build-gpu && ctest --output-on-failure -j4 -E test_gpu"
 step gpu_tests ./build-gpu/tests/test_gpu --verbose --jobs 1
 step demo ./build-gpu/collgen demo
+step demo-processes ./build-gpu/collgen demo --processes 2
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$NGPU" -ge 2 ] && step hostbench ./build-gpu/tests/collgen-hostbench --real  # needs 2 GPUs
 if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
