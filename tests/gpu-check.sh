@@ -54,6 +54,7 @@ if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
 fi
 if [ $BENCH = 1 ] && [ -x build-gpu/tests/bench/collgen-bench ]; then
   step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
+  step bench_processes ./build-gpu/tests/bench/collgen-bench --processes 2
   if [ $BENCH_ALL = 1 ]; then
     step bench_f16 ./build-gpu/tests/bench/collgen-bench --dtype f16 --csv "$OUT/bench-f16.csv"
     step bench_f32 ./build-gpu/tests/bench/collgen-bench --dtype f32 --csv "$OUT/bench-f32.csv"

@@ -16,6 +16,7 @@
 **
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
 **                      [--dtype bf16|f16|f32] [--group-size G]
+**        collgen-bench --processes N   (one process per rank: bench_processes.c)
 */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -27,6 +28,7 @@
 
 #include "bench_rmsnorm_ref.h"
 #include "nvrtc.h"
+#include "parse_int.h"
 
 #define TRIALS 15
 
@@ -57,16 +59,16 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
   CUgraph g[8];
   CUgraphExec ge[8];
   if (graph) {
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuStreamBeginCapture((CUstream)b->streams[r], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     }
     for (int i = 0; i < batch; ++i) fn(b, arg, i);
-    for (int r = 0; r < b->n; ++r) { /* end all captures, then instantiate */
+    FOR_LOCAL(b, r) { /* end all captures, then instantiate */
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuStreamEndCapture((CUstream)b->streams[r], &g[r]));
     }
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuGraphInstantiate(&ge[r], g[r], 0));
     }
@@ -74,25 +76,26 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
   double t[TRIALS];
   for (int trial = -2; trial < TRIALS; ++trial) { /* two warm-up batches */
     sync_all(b);
-    for (int r = 0; r < b->n; ++r) {
+    if (b->align) b->align(); /* other processes' ranks start together */
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuEventRecord(b->start[r], (CUstream)b->streams[r]));
     }
     if (graph) {
-      for (int r = 0; r < b->n; ++r) {
+      FOR_LOCAL(b, r) {
         CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
         CU(collgen__cu.cuGraphLaunch(ge[r], (CUstream)b->streams[r]));
       }
     } else {
       for (int i = 0; i < batch; ++i) fn(b, arg, i + (trial + 2) * batch);
     }
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuEventRecord(b->stop[r], (CUstream)b->streams[r]));
     }
     sync_all(b);
     double worst = 0;
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       float ms = 0;
       CU(collgen__cu.cuEventElapsedTime(&ms, b->start[r], b->stop[r]));
       if (ms > worst) worst = ms;
@@ -100,13 +103,45 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
     if (trial >= 0) t[trial] = worst * 1000.0 / batch;
   }
   if (graph)
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]);
       collgen__cu.cuGraphExecDestroy(ge[r]);
       collgen__cu.cuGraphDestroy(g[r]);
     }
   qsort(t, TRIALS, sizeof t[0], cmp_double);
   return t[TRIALS / 2];
+}
+
+void bench_prepare_ranks(bench_t *b) {
+  collgen__compiled rms;
+  char err[512];
+  static char src[BENCH_RMSNORM_SOURCE_CAP];
+  const int any = b->comm->self >= 0 ? b->comm->self : 0;
+  if (bench_rmsnorm_source(b->dt, src, sizeof src) != 0) die("plain RMSNorm kernel", "source too long");
+  if (collgen__nvrtc_compile(src, "plain_rmsnorm.cu", b->comm->arch[any], &rms, err,
+                             sizeof err) != COLLGEN_OK)
+    die("plain RMSNorm kernel", rms.log ? rms.log : err);
+  FOR_LOCAL(b, r) {
+    CUmodule m;
+    if (collgen__dev_stream_create(b->comm, r, &b->streams[r]) != COLLGEN_OK)
+      die("stream", collgen_comm_last_error(b->comm));
+    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+    CU(collgen__cu.cuEventCreate(&b->start[r], CU_EVENT_DEFAULT));
+    CU(collgen__cu.cuEventCreate(&b->stop[r], CU_EVENT_DEFAULT));
+    CU(collgen__cu.cuModuleLoadData(&m, rms.cubin));
+    CU(collgen__cu.cuModuleGetFunction(&b->rms_fn[r], m, BENCH_RMSNORM_KERNEL));
+    CU(collgen__cu.cuModuleGetFunction(&b->add_rms_fn[r], m, BENCH_ADD_RMSNORM_KERNEL));
+  }
+}
+
+void launch_plain_add_rmsnorm(bench_t *b, int r, void *sum, void *res, void *gamma,
+                              void *normed, int64_t rows, int64_t cols) {
+  unsigned long long c = (unsigned long long)cols;
+  float eps = 1e-6f, offset = 1.0f;
+  void *args[] = {&sum, &res, &gamma, &res, &normed, &c, &eps, &offset};
+  CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+  CU(collgen__cu.cuLaunchKernel(b->add_rms_fn[r], (unsigned)rows, 1, 1, BENCH_RMSNORM_BLOCK, 1, 1,
+                                0, (CUstream)b->streams[r], args, NULL));
 }
 
 int batch_for(size_t bytes) {
@@ -526,6 +561,11 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   size_t max_bytes = 1u << 30;
   const char *csv = NULL;
+  if (argc == 3 && strcmp(argv[1], "--processes") == 0) { /* before CUDA: it forks */
+    int64_t n = 0;
+    if (collgen__parse_int(argv[2], 2, 8, &n) != 0) die("--processes", "an integer in 2..8");
+    return bench_processes((int)n);
+  }
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) b.quick = 1;
@@ -537,7 +577,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
     else {
       fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N] "
-                      "[--dtype bf16|f16|f32] [--group-size G]\n");
+                      "[--dtype bf16|f16|f32] [--group-size G]\n"
+                      "       collgen-bench --processes N\n");
       return 2;
     }
   }
@@ -552,22 +593,7 @@ int main(int argc, char **argv) {
   if (collgen_comm_create(&b.comm, b.n, devs, NULL) != COLLGEN_OK) die("comm", collgen_last_error());
   for (int base = 0; base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
     NC(ncclCommInitAll(b.nccl + base, group_of(&b), devs + base));
-  collgen__compiled rms;
-  static char rms_src[BENCH_RMSNORM_SOURCE_CAP];
-  if (bench_rmsnorm_source(b.dt, rms_src, sizeof rms_src) != 0) die("plain RMSNorm kernel", "source too long");
-  if (collgen__nvrtc_compile(rms_src, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
-                             sizeof err) != COLLGEN_OK)
-    die("plain RMSNorm kernel", rms.log ? rms.log : err);
-  for (int r = 0; r < b.n; ++r) {
-    CUmodule m;
-    collgen__dev_stream_create(b.comm, r, &b.streams[r]);
-    CU(collgen__cu.cuCtxSetCurrent(b.comm->ctx[r]));
-    CU(collgen__cu.cuEventCreate(&b.start[r], CU_EVENT_DEFAULT));
-    CU(collgen__cu.cuEventCreate(&b.stop[r], CU_EVENT_DEFAULT));
-    CU(collgen__cu.cuModuleLoadData(&m, rms.cubin));
-    CU(collgen__cu.cuModuleGetFunction(&b.rms_fn[r], m, BENCH_RMSNORM_KERNEL));
-    CU(collgen__cu.cuModuleGetFunction(&b.add_rms_fn[r], m, BENCH_ADD_RMSNORM_KERNEL));
-  }
+  bench_prepare_ranks(&b);
   if (csv) {
     b.csv = fopen(csv, "w");
     if (!b.csv) die("csv", csv);

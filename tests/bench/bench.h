@@ -28,7 +28,13 @@ typedef struct {
   int tune;   /* grid-cap sweep: few sizes, no NCCL */
   collgen_dtype_t dt;  /* element type of every op (--dtype) */
   int group;           /* ranks per group (--group-size; 0 = all) */
+  void (*align)(void); /* --processes: meets the other processes before each timed batch */
 } bench_t;
+
+/* The ranks this process drives: all of them, or its own with --processes. */
+#define FOR_LOCAL(b, r)                                                          \
+  for (int r = 0; r < (b)->n; ++r)                                              \
+    if (collgen__comm_is_local((b)->comm, r))
 
 /* Issues call number `iter` of a timed path on every rank. */
 typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
@@ -44,6 +50,20 @@ void sync_all(bench_t *b);
 /* Median per-call microseconds of `batch` calls of fn, slowest rank, over
 ** the trials; graph = capture the batch once and replay it. */
 double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph);
+/* Per local rank: a stream, timing events and the plain RMSNorm kernels
+** (compiled once for the communicator's arch); dies on failure. */
+void bench_prepare_ranks(bench_t *b);
+/* Rank r's plain residual add + RMSNorm (bench_rmsnorm_ref.c) of `rows`
+** rows on its stream, in place: res = sum + res, normed = RMSNorm(res)
+** with eps 1e-6 and weight offset 1. */
+void launch_plain_add_rmsnorm(bench_t *b, int r, void *sum, void *res, void *gamma,
+                              void *normed, int64_t rows, int64_t cols);
+/* Largest distance allowed between an unfused baseline's result (which
+** rounds the sum, up to once per rank, before adding the residual) and the
+** reference's (inputs in [-1, 1]). */
+double baseline_tolerance(const bench_t *b);
+/* collgen-bench --processes N (bench_processes.c): returns the exit status. */
+int bench_processes(int nranks);
 /* Calls per timed batch for a call of `bytes`. */
 int batch_for(size_t bytes);
 /* Fills `bytes` of rank r's buffer dst with random values of the dtype,

@@ -60,16 +60,9 @@ static void launch_fused(bench_t *b, void *vp, int iter) {
 
 /* The plain residual add + RMSNorm on every rank, after an all-reduce into sum. */
 static void launch_plain(bench_t *b, rr_arg *a) {
-  for (int r = 0; r < b->n; ++r) {
-    unsigned long long cols = (unsigned long long)a->cols;
-    float eps = 1e-6f, offset = 1.0f;
-    void *args[] = {&a->sum[r], &a->res[r], &a->gamma[r], &a->res[r], &a->normed[r], &cols, &eps,
-                    &offset};
-    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
-    CU(collgen__cu.cuLaunchKernel(b->add_rms_fn[r], (unsigned)a->rows, 1, 1,
-                                  BENCH_RMSNORM_BLOCK, 1, 1, 0, (CUstream)b->streams[r], args,
-                                  NULL));
-  }
+  FOR_LOCAL(b, r)
+    launch_plain_add_rmsnorm(b, r, a->sum[r], a->res[r], a->gamma[r], a->normed[r], a->rows,
+                             a->cols);
 }
 
 static void launch_nccl(bench_t *b, void *vp, int iter) {
@@ -92,11 +85,9 @@ static void launch_unfused(bench_t *b, void *vp, int iter) {
   launch_plain(b, a);
 }
 
-/* Largest distance allowed between a baseline's residual_out and the
-** reference's: the baselines round the sum (up to one rounding per rank
-** with NCCL's ring) before adding the residual, each at most an ulp of a
-** value below 2(G+1) (inputs are in [-1, 1]). */
-static double baseline_tolerance(const bench_t *b) {
+/* Each of the baseline's roundings (up to one per rank with NCCL's ring,
+** then the residual add) is at most an ulp of a value below 2(G+1). */
+double baseline_tolerance(const bench_t *b) {
   const int g = group_of(b);
   const int bits = b->dt == COLLGEN_DTYPE_F32 ? 23 : b->dt == COLLGEN_DTYPE_F16 ? 10 : 7;
   return (g + 1) * ldexp(1.0, ilogb(2.0 * (g + 1)) - bits);
