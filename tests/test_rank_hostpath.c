@@ -21,66 +21,9 @@
 
 #include "collgen.h"
 #include "devbuf.h"
-#include "fake_cuda.h"
-#include "test_util.h"
+#include "rank_fork.h"
 
-static char cache_dir[256];
-static fake_cuda_stats_t *stats;
-
-static void setup(void) {
-  tu_make_temp_dir(cache_dir, sizeof cache_dir);
-  stats = fake_cuda_use(FAKE_CUDA_PATH);
-  cr_assert(stats, "%s", dlerror());
-}
-
-static void teardown(void) { tu_remove_tree(cache_dir); }
-
-TestSuite(rank_hostpath, .init = setup, .fini = teardown);
-
-/* What a child reports back (shared memory, one slot per rank). */
-typedef struct {
-  int rc[8];          /* 0 = every check passed, else the failed step */
-  char why[8][256];
-} report_t;
-
-static report_t *report_new(void) {
-  report_t *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(r != MAP_FAILED);
-  memset(r, 0, sizeof *r);
-  return r;
-}
-
-#define CHILD_CHECK(rep, rank, step, cond, ...)                                 \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      (rep)->rc[rank] = (step);                                                 \
-      snprintf((rep)->why[rank], sizeof (rep)->why[rank], __VA_ARGS__);          \
-      _exit(1);                                                                 \
-    }                                                                           \
-  } while (0)
-
-static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
-                                  int rank) {
-  collgen_comm_options_t o;
-  collgen_comm_options_init(&o);
-  o.cache_dir = cache_dir;
-  o.timeout_ms = 5000;
-  o.staging_bytes = 8u << 20;
-  collgen_comm_t *c = NULL;
-  int rc = collgen_comm_init_rank(&c, nranks, id, rank, rank % 2, &o);
-  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_OK, "init_rank: %s: %s", collgen_status_name(rc),
-              collgen_last_error());
-  return c;
-}
-
-static void wait_children(pid_t *pids, int n, report_t *rep) {
-  for (int i = 0; i < n; ++i) {
-    int status = 0;
-    cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: step %d: %s", i,
-              rep->rc[i], rep->why[i]);
-  }
-}
+TestSuite(rank_hostpath, .init = rank_fork_setup, .fini = rank_fork_teardown);
 
 /* Two processes: both create their rank, every rank's signal buffer is
 ** mapped in both (a byte written by one is read by the other), an LL-sized
@@ -167,27 +110,6 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   CHILD_CHECK(rep, rank, 12, stats->vmm_handles == live - 4,
               "destroy left %ld of 4 VMM handles (2 own, 2 imported)", stats->vmm_handles - live + 4);
   _exit(0);
-}
-
-/* Runs child(rep, id, rank, pipe write end, pipe read end) in two forked
-** processes with a fresh id and waits for both to pass. */
-typedef void (*child_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
-                         int pipe_r);
-
-static void run_two(child_fn child) {
-  collgen_unique_id_t id;
-  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
-  report_t *rep = report_new();
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  pid_t pids[2];
-  for (int r = 0; r < 2; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) child(rep, &id, r, fds[1], fds[0]);
-  }
-  wait_children(pids, 2, rep);
-  close(fds[0]);
-  close(fds[1]);
 }
 
 Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_two(two_ranks_child); }
