@@ -403,6 +403,12 @@ typedef struct {
 /* In place, as run_rr; normed as e4m3 with a scale per row. */
 static int run_fp8(demo_ctx *d, void *vp) {
   fp8_args *a = vp;
+  const int me = d->self;
+  if (me >= 0)
+    return collgen_rank_allreduce_residual_rmsnorm_fp8(
+        d->comm, COLLGEN_DTYPE_BF16, 2, a->rr.shape, a->rr.x[me], a->rr.res[me], a->q[me],
+        a->scales[me], a->rr.res[me], a->rr.gamma[me], 1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, 0,
+        d->streams[me]);
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->rr.shape;
   return collgen_allreduce_residual_rmsnorm_fp8(
@@ -415,10 +421,6 @@ static int run_fp8(demo_ctx *d, void *vp) {
 ** (collgen__ref_fp8_row_ok) from the rank's own residual_out, which must
 ** be the reference's bit for bit. GPUs older than sm_89 skip it. */
 static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
-  if (d->self >= 0) {
-    printf("  residual_rmsnorm   FP8 output: not run per rank (no per-rank FP8 call yet)\n");
-    return 0;
-  }
   const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
   const int64_t n = RR_ROWS * RMS_COLS;
   const size_t bytes = (size_t)n * 2, gbytes = RMS_COLS * 2;
