@@ -50,19 +50,16 @@ static void set_device(const bench_t *b, int r) {
   if (cudaSetDevice(b->comm->devices[r]) != cudaSuccess) die("cudaSetDevice", "failed");
 }
 
-/* Deregisters every window of s (one group per NCCL communicator, as the
-** registration) and frees every buffer. */
+/* Deregisters every window of s (a local call: nccl-tests makes it rank by
+** rank from one thread, outside a group) and frees every buffer. */
 static void release(bench_t *b, sym_buf *s) {
   const sym_api *a = api();
-  for (int base = 0; base < b->n; base += group_of(b)) {
-    ncclGroupStart();
-    for (int r = base; r < base + group_of(b); ++r)
-      if (s->win[r]) {
-        set_device(b, r);
-        a->dereg(b->nccl[r], (ncclWindow_t)s->win[r]);
-      }
-    ncclGroupEnd();
-  }
+  FOR_LOCAL(b, r)
+    if (s->win[r]) {
+      set_device(b, r);
+      ncclResult_t e = a->dereg(b->nccl[r], (ncclWindow_t)s->win[r]);
+      if (e != ncclSuccess) die("ncclCommWindowDeregister", ncclGetErrorString(e));
+    }
   FOR_LOCAL(b, r)
     if (s->ptr[r]) {
       set_device(b, r);
