@@ -102,8 +102,8 @@ typedef struct {
 } sym_buf;
 /* 1 when the NCCL of this run has symmetric windows (>= 2.27). */
 int nccl_sym_available(void);
-/* Allocates and registers `bytes` per local rank (collective over every
-** NCCL communicator of b). 0, or -1 with the reason on stderr and nothing
+/* Allocates and registers `bytes` (rounded up to 2 MiB) per local rank
+** (collective over every NCCL communicator of b). 0, or -1 with the reason on stderr and nothing
 ** held (older NCCL: -1 silently). */
 int sym_alloc(bench_t *b, sym_buf *s, size_t bytes);
 /* Deregisters and frees what sym_alloc made. */

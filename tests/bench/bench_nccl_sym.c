@@ -14,6 +14,7 @@
 #include "bench.h"
 
 #define SYM_MIN_VERSION 22700 /* ncclGetVersion code of 2.27.0 */
+#define SYM_ROUND (2u << 20)  /* windows span whole 2 MiB VMM granules */
 
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
 typedef struct {
@@ -74,6 +75,7 @@ int sym_alloc(bench_t *b, sym_buf *s, size_t bytes) {
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
   const sym_api *a = api();
   if (!a) return -1;
+  bytes = (bytes + SYM_ROUND - 1) / SYM_ROUND * SYM_ROUND; /* whole VMM granules */
   s->bytes = bytes;
   ncclResult_t rc = ncclSuccess;
   FOR_LOCAL(b, r) {
