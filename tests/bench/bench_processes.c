@@ -97,18 +97,6 @@ static int slots_for(size_t bytes, size_t *slot) {
   return n < 2 ? 2 : n > 256 ? 256 : (int)n;
 }
 
-/* 1 when got matches want: bit for bit, or each value within
-** baseline_tolerance (NCCL rounds differently). */
-static int matches(const bench_t *b, const void *got, const void *want, int64_t n, int exact) {
-  const size_t esz = (size_t)esize_of(b);
-  if (exact) return memcmp(got, want, (size_t)n * esz) == 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (!(fabs((double)collgen__ref_load(b->dt, got, i) - collgen__ref_load(b->dt, want, i)) <=
-          baseline_tolerance(b)))
-      return 0;
-  return 1;
-}
-
 /* ---- allreduce_sum ------------------------------------------------------ */
 
 typedef struct {
@@ -162,7 +150,7 @@ static void check_ar(bench_t *b, ar_t *a, launch_fn fn, const char *who, const v
   sync_all(b);
   FOR_LOCAL(b, r) {
     collgen__dev_download(b->comm, r, got, a->out[r], bytes);
-    if (!matches(b, got, want, a->shape[0], exact)) {
+    if (!values_match(b, got, want, a->shape[0], exact)) {
       fprintf(stderr, "collgen-bench: %s allreduce %zu bytes: rank %d differs from the CPU "
                       "reference\n", who, bytes, r);
       exit(1);
@@ -266,7 +254,7 @@ static void check_rr(bench_t *b, rr_t *a, launch_fn fn, const char *who, const v
   FOR_LOCAL(b, r) {
     int64_t bad_row = -1;
     collgen__dev_download(b->comm, r, got, a->res[r], bytes);
-    int ok = matches(b, got, want_r, n, exact);
+    int ok = values_match(b, got, want_r, n, exact);
     collgen__dev_download(b->comm, r, got, a->normed[r], bytes);
     if (!ok || !normed_rows_ok(b, a->shape[0], a->shape[1], got, want_r, gamma, &bad_row)) {
       fprintf(stderr, "collgen-bench: %s residual_rmsnorm %lldx%lld: rank %d's %s differs from "
