@@ -162,7 +162,7 @@ static int demo_allreduce(demo_ctx *d) {
     printf("  allreduce_sum      FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  allreduce_sum      bf16 x %lld elems on %d GPU(s): %s, %.1f us (best of %d, "
+    printf("  allreduce_sum      bf16 x %lld elems on %d rank(s): %s, %.1f us (best of %d, "
            "%.1f GB/s algbw)\n", (long long)n, d->n,
            mismatches ? "MISMATCH vs CPU reference" : "bitwise equal to CPU reference", us,
            ITERS, (double)bytes / (us * 1e3));
@@ -259,7 +259,7 @@ static int demo_rmsnorm(demo_ctx *d) {
     printf("  allgather_rmsnorm  FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  allgather_rmsnorm  bf16 %lld x %d gathered on %d GPU(s): %s, %.1f us (best of %d)\n",
+    printf("  allgather_rmsnorm  bf16 %lld x %d gathered on %d rank(s): %s, %.1f us (best of %d)\n",
            (long long)total, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   for (int r = 0; r < d->n; ++r) {
@@ -382,7 +382,7 @@ static int demo_residual_rmsnorm(demo_ctx *d) {
     printf("  residual_rmsnorm   FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d GPU(s): %s, "
+    printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d rank(s): %s, "
            "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   rr_free(d, &a, host_x, a.normed);
@@ -466,7 +466,7 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
     printf("  residual_rmsnorm   FP8 FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  residual_rmsnorm   bf16 %d x %d, normed as e4m3 with row scales, on %d GPU(s): %s, "
+    printf("  residual_rmsnorm   bf16 %d x %d, normed as e4m3 with row scales, on %d rank(s): %s, "
            "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   rr_free(d, &a.rr, host_x, a.q);
@@ -542,7 +542,7 @@ int cmd_demo(int argc, char **argv) {
     return 1;
   }
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_create(d.comm, r, &d.streams[r]);
-  printf("collgen demo: %d GPU(s)\n", d.n);
+  printf("collgen demo: %d GPU(s), one rank each, in this process\n", d.n);
   int failed = demo_ops(&d);
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_destroy(d.comm, r, d.streams[r]);
   collgen_comm_destroy(d.comm);

@@ -5,7 +5,8 @@
 **
 ** The parent never initializes CUDA, so forking stays safe: a child counts
 ** the GPUs; a second child times the one-process communicator
-** (collgen_comm_create, N ranks round robin on the GPUs); then N rank
+** (collgen_comm_create, one GPU per rank; skipped with fewer GPUs than
+** ranks); then N rank
 ** processes each create their rank (collgen_comm_init_rank), time their
 ** collgen_rank_* calls and, when every rank has a GPU of its own (NCCL
 ** refuses two ranks on one GPU), NCCL from ncclCommInitRank.
@@ -327,8 +328,13 @@ static void load_driver(void) {
   if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) die("driver", err);
 }
 
-/* Child: the one-process communicator over n ranks, round robin. */
+/* Child: the one-process communicator over n ranks, one GPU each (NaN
+** times when there are fewer GPUs than ranks). */
 static int one_process(int n) {
+  if (n > sh->gpus) { /* collgen_comm_create takes each GPU once */
+    for (int p = 0; p < NPOINTS; ++p) sh->one[p] = NAN;
+    return 0;
+  }
   load_driver();
   int devs[8];
   for (int r = 0; r < n; ++r) devs[r] = r % sh->gpus;
@@ -436,7 +442,8 @@ int bench_processes(int n) {
   if (wait_all(pids, 1) || sh->gpus < 1) die("--processes", "no GPU found");
   printf("collgen-bench --processes %d: %d ranks on %d GPU(s), bf16, graph replay, us per call "
          "(median of the trials, slowest rank)%s\n", n, n, sh->gpus,
-         n > sh->gpus ? "; NCCL skipped: ranks share a GPU, which NCCL refuses" : "");
+         n > sh->gpus ? "; one-process and NCCL columns n/a: ranks would share a GPU, which "
+                        "collgen_comm_create and NCCL refuse" : "");
   fflush(stdout);
   pids[0] = spawn(one_process_fn, NULL, n, 0);
   if (wait_all(pids, 1)) die("--processes", "the one-process run failed (see above)");
