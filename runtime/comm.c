@@ -89,6 +89,17 @@ out:
   return rc;
 }
 
+int collgen__comm_check_arch(collgen_comm_t *c, int device, int major, int minor) {
+  if (major < 8)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                         "device %d is sm_%d%d; collgen needs sm_80 or newer", device, major, minor);
+  if (c->pdl && major * 10 + minor < COLLGEN_PDL_MIN_SM)
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                         "device %d is sm_%d%d; the pdl option needs sm_%d or newer", device, major,
+                         minor, COLLGEN_PDL_MIN_SM);
+  return COLLGEN_OK;
+}
+
 int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options_t *options) {
   collgen_comm_options_t defaults;
   collgen_comm_options_init(&defaults);
@@ -106,12 +117,19 @@ int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options
                              "staging_bytes must be 0 (default) or %zu..%zu, got %zu",
                              COLLGEN_MIN_STAGING_BYTES, COLLGEN_MAX_STAGING_BYTES,
                              options->staging_bytes);
+  if (options->pdl != 0 && options->pdl != 1)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "pdl must be 0 or 1, got %d", options->pdl);
+  if (options->pdl && options->allow_shared_devices)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG,
+                             "pdl needs one rank per GPU: a rank's next kernel, resident early "
+                             "and waiting, could hold the SMs another rank on that GPU needs");
   collgen_comm_t *c = calloc(1, sizeof *c);
   if (!c) return collgen__fail_tls(COLLGEN_ERR_NO_MEMORY, "out of memory");
   c->ndev = ndev;
   c->self = -1;
   c->timeout_ms = options->timeout_ms > 0 ? options->timeout_ms : collgen__param_timeout_ms();
   c->max_blocks = options->max_blocks;
+  c->pdl = options->pdl;
   c->launch_mask = options->launch_mask;
   c->staging_bytes = options->staging_bytes ? options->staging_bytes : COLLGEN_DEFAULT_STAGING_BYTES;
   int rc = collgen_generator_create(&c->gen, options->cache_dir);
@@ -176,11 +194,8 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
     collgen__cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->cudev[r]);
     collgen__cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->cudev[r]);
     snprintf(c->arch[r], sizeof c->arch[r], "sm_%d%d", major, minor);
-    if (major < 8) {
-      rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
-                         "device %d is %s; collgen needs sm_80 or newer", devices[r], c->arch[r]);
-      goto fail;
-    }
+    rc = collgen__comm_check_arch(c, devices[r], major, minor);
+    if (rc != COLLGEN_OK) goto fail;
   }
   rc = connect_peers(c);
   if (rc != COLLGEN_OK) goto fail;

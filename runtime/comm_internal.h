@@ -55,6 +55,7 @@ struct collgen_comm {
   struct collgen_buffer *buffers;          /* live registrations */
   CUdeviceptr errors_dev;
   int timeout_ms, max_blocks;
+  int pdl;                /* options.pdl: launches carry the PDL attribute */
   unsigned launch_mask;
   collgen_generator_t *gen;
   collgen__loaded *loaded;
@@ -64,6 +65,11 @@ struct collgen_comm {
 
 /* Host-mapped words: COLLGEN_STATUS_WORDS per rank slot. */
 #define COLLGEN_HOST_WORDS (COLLGEN_STATUS_WORDS * COLLGEN_MAX_DEVICES)
+
+/* COLLGEN_ERR_UNSUPPORTED (message in c->err) when device `device` of
+** compute capability major.minor cannot run c's kernels: older than sm_80,
+** or older than COLLGEN_PDL_MIN_SM with the pdl option. */
+int collgen__comm_check_arch(collgen_comm_t *c, int device, int major, int minor);
 
 /* A communicator of `ndev` ranks with the options checked and applied and
 ** its generator made; no device touched yet (self = -1: one process). On

@@ -68,9 +68,8 @@ static int open_device(collgen_comm_t *c, int device, rank_info *me) {
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
   collgen__cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->cudev[r]);
   collgen__cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->cudev[r]);
-  if (major < 8)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
-                         "device %d is sm_%d%d; collgen needs sm_80 or newer", device, major, minor);
+  rc = collgen__comm_check_arch(c, device, major, minor);
+  if (rc != COLLGEN_OK) return rc;
   COLLGEN_CU_GOTO(collgen__cu.cuDeviceGetUuid(&uuid, c->cudev[r]), rc, c->err, sizeof c->err, out);
   me->device = device;
   memcpy(me->uuid, uuid.bytes, 16);

@@ -19,7 +19,7 @@
   XX(cuMemHostGetDevicePointer) XX(cuMemcpyHtoD) XX(cuMemcpyDtoH)               \
   XX(cuMemcpyDtoDAsync) XX(cuMemcpyHtoDAsync)                                  \
   XX(cuModuleLoadData) XX(cuModuleUnload) XX(cuModuleGetFunction)               \
-  XX(cuLaunchKernel) XX(cuGetErrorName) XX(cuGetErrorString) XX(cuStreamCreate) \
+  XX(cuLaunchKernel) XX(cuLaunchKernelEx) XX(cuGetErrorName) XX(cuGetErrorString) XX(cuStreamCreate) \
   XX(cuStreamDestroy) XX(cuStreamSynchronize) XX(cuStreamBeginCapture)          \
   XX(cuStreamEndCapture) XX(cuGraphInstantiate) XX(cuGraphLaunch)               \
   XX(cuGraphExecDestroy) XX(cuGraphDestroy) XX(cuEventCreate) XX(cuEventRecord) \

@@ -202,9 +202,27 @@ static int launch_rank(collgen_comm_t *c, const launch_set *ls, int r, CUstream 
   if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
   void *args[] = {(void *)&ls->kp[r]};
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
-  COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(ls->fn[r], (unsigned)ls->grid, 1, 1,
-                                             (unsigned)ls->block, 1, 1, 0, stream, args, NULL),
-                  rc, c->err, sizeof c->err, out);
+  if (!c->pdl) {
+    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(ls->fn[r], (unsigned)ls->grid, 1, 1,
+                                               (unsigned)ls->block, 1, 1, 0, stream, args, NULL),
+                    rc, c->err, sizeof c->err, out);
+  } else { /* programmatic dependent launch (docs/api.md, options.pdl) */
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = (unsigned)ls->grid;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = (unsigned)ls->block;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernelEx(&cfg, ls->fn[r], args, NULL), rc, c->err,
+                    sizeof c->err, out);
+  }
 out:
   return rc;
 }

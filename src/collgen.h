@@ -299,6 +299,11 @@ typedef struct collgen_comm_options {
   unsigned launch_mask;    /* test only: launch only these ranks (0 = all) */
   size_t staging_bytes;    /* one process per GPU: each rank's staging area, which
                               peers read; 0 = COLLGEN_DEFAULT_STAGING_BYTES */
+  int pdl;                 /* 1 = launch every kernel with programmatic dependent
+                              launch, so it can start while the previous kernel on
+                              its stream finishes (it waits for that kernel's
+                              results before touching memory); needs sm_90+ and
+                              one rank per GPU. 0 (default) = plain launches */
 } collgen_comm_options_t;
 
 /* Default staging area per rank in the one-process-per-GPU mode. Calls

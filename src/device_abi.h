@@ -42,6 +42,11 @@
 ** kernels stop on it (templates/signal.cuh.tpl). Counters and epochs skip
 ** this value. */
 #define COLLGEN_ABORT_FILL 0xFF
+
+/* Programmatic dependent launch (griddepcontrol) needs sm_90: the oldest
+** arch the communicator's `pdl` option accepts, and the one from which the
+** kernels wait for their predecessor (templates/signal.cuh.tpl). */
+#define COLLGEN_PDL_MIN_SM 90
 #define COLLGEN_ABORT_MARK 0xFFFFFFFFu
 
 /* The limits the device structs are dimensioned with, rendered into the
@@ -54,7 +59,8 @@
   L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")                     \
   L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)") \
   L(COLLGEN_STOP_TIMEOUT, "status record: a wait passed its bound")               \
-  L(COLLGEN_STOP_ABORTED, "status record: a wait or count read the abort mark")
+  L(COLLGEN_STOP_ABORTED, "status record: a wait or count read the abort mark")  \
+  L(COLLGEN_PDL_MIN_SM, "programmatic dependent launch: oldest arch (sm_90 = 90)")
 
 /* Launch parameters, passed by value (one kernel parameter). */
 #define COLLGEN_KPARAMS_FIELDS(F, FP)                                              \

@@ -429,6 +429,25 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   return CUDA_SUCCESS;
 }
 
+/* Records one launch of f (grid gx, block bx) with the kernel parameter
+** params[0]; pdl: with programmatic stream serialization. */
+static CUresult record_launch(CUfunction f, unsigned int gx, unsigned int bx, CUstream s,
+                              void **params, int pdl) {
+  if (stream_ctx(s) != current) stats.wrong_context++;
+  if (!params) return CUDA_ERROR_INVALID_VALUE;
+  if (stats.launches < FAKE_CUDA_MAX_LAUNCHES) {
+    fake_cuda_launch_t *l = &stats.log[stats.launches];
+    snprintf(l->kernel, sizeof l->kernel, "%s", f->name);
+    l->grid = gx;
+    l->block = bx;
+    l->device = current ? current->device : -1;
+    l->pdl = pdl;
+    memcpy(&l->params, params[0], sizeof l->params); /* collgen's kernels take one */
+  }
+  stats.launches++;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                         CUstream s, void **params, void **extra) {
@@ -438,18 +457,19 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
   (void)bz;
   (void)shmem;
   (void)extra;
-  if (stream_ctx(s) != current) stats.wrong_context++;
-  if (!params) return CUDA_ERROR_INVALID_VALUE;
-  if (stats.launches < FAKE_CUDA_MAX_LAUNCHES) {
-    fake_cuda_launch_t *l = &stats.log[stats.launches];
-    snprintf(l->kernel, sizeof l->kernel, "%s", f->name);
-    l->grid = gx;
-    l->block = bx;
-    l->device = current ? current->device : -1;
-    memcpy(&l->params, params[0], sizeof l->params); /* collgen's kernels take one */
+  return record_launch(f, gx, bx, s, params, 0);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+  (void)extra;
+  if (!cfg || (cfg->numAttrs > 0 && !cfg->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  int pdl = 0;
+  for (unsigned int i = 0; i < cfg->numAttrs; ++i) {
+    if (cfg->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      return CUDA_ERROR_NOT_SUPPORTED; /* collgen sets no other attribute */
+    pdl = cfg->attrs[i].value.programmaticStreamSerializationAllowed != 0;
   }
-  stats.launches++;
-  return CUDA_SUCCESS;
+  return record_launch(f, cfg->gridDimX, cfg->blockDimX, cfg->hStream, params, pdl);
 }
 
 CUresult cuGetErrorName(CUresult r, const char **s) {

@@ -13,11 +13,13 @@ typedef struct {
   char kernel[128];   /* function name */
   unsigned int grid, block;
   int device;         /* device of the context current at launch */
+  int pdl;            /* launched by cuLaunchKernelEx with programmatic stream
+                         serialization allowed */
   collgen__kparams params; /* the kernel's one parameter, as launched */
 } fake_cuda_launch_t;
 
 typedef struct {
-  long launches;       /* cuLaunchKernel calls */
+  long launches;       /* cuLaunchKernel and cuLaunchKernelEx calls */
   long copies;         /* cuMemcpyDtoDAsync calls */
   long uploads;        /* cuMemcpyHtoDAsync calls */
   long upload_bytes;   /* bytes they copied */

@@ -4,7 +4,9 @@
 ** LAYERS layers, each a stand-in compute kernel that writes this rank's
 ** partial sums x (tokens x hidden, bf16), then the collective that ends
 ** the block: the fused allreduce + residual + RMSNorm, in place. Variants:
-** compute only; collgen's fused op; collgen_allreduce_sum + the plain
+** compute only; collgen's fused op; the same with programmatic dependent
+** launch (options.pdl; the stand-in signals its dependents at once, as a
+** GEMM built for PDL does); collgen_allreduce_sum + the plain
 ** add+RMSNorm kernel; ncclAllReduce + the plain kernel, on default buffers
 ** and on NCCL symmetric windows (x and sum in the window). A step is
 ** captured once per rank into one CUDA graph (STEPS_PER_GRAPH steps per
@@ -44,6 +46,11 @@ static const char compute_src[] =
     "extern \"C\" __global__ void __launch_bounds__(512)\n"
     "standin_gemm(const uint4 *w, unsigned long long nvec, unsigned short *x,\n"
     "             unsigned long long n, unsigned seed) {\n"
+    "#if __CUDA_ARCH__ >= 900\n"
+    "  /* the next kernel may launch now (it waits for this one to finish): */\n"
+    "  /* what a GEMM with programmatic dependent launch does */\n"
+    "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+    "#endif\n"
     "  const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;\n"
     "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
     "  unsigned acc = 0;\n"
@@ -62,21 +69,33 @@ static const char compute_src[] =
     "  }\n"
     "}\n";
 
-enum { V_COMPUTE, V_FUSED, V_UNFUSED, V_NCCL, V_SYM, V_COUNT };
+enum { V_COMPUTE, V_FUSED, V_PDL, V_UNFUSED, V_NCCL, V_SYM, V_COUNT };
 static const char *const variant_name[V_COUNT] = {
-    "compute only", "collgen fused", "collgen AR + plain", "NCCL + plain", "NCCL sym + plain"};
-/* The collective of a layer (x slot = the layer), per variant. */
-static const launch_fn collective[V_COUNT] = {NULL, rr_launch_fused, rr_launch_unfused,
-                                              rr_launch_nccl, rr_launch_nccl};
+    "compute only",       "collgen fused", "collgen fused + PDL",
+    "collgen AR + plain", "NCCL + plain",  "NCCL sym + plain"};
 
 typedef struct {
   rr_arg rr; /* first, so rr_result_ok's fn gets the model_arg back */
+  collgen_comm_t *pdl_comm; /* the same ranks with options.pdl; NULL if refused */
   int variant;
   char *w[8];  /* LAYERS weight slabs per rank */
   size_t slab; /* bytes of one slab */
   CUfunction fn[8];
   unsigned blocks[8];
 } model_arg;
+
+/* The fused op on the communicator whose kernels launch with programmatic
+** dependent launch (same devices and contexts, so the streams serve both). */
+static void rr_launch_fused_pdl(bench_t *b, void *vp, int iter) {
+  collgen_comm_t *plain = b->comm;
+  b->comm = ((model_arg *)vp)->pdl_comm;
+  rr_launch_fused(b, vp, iter);
+  b->comm = plain;
+}
+
+/* The collective of a layer (x slot = the layer), per variant. */
+static const launch_fn collective[V_COUNT] = {NULL, rr_launch_fused, rr_launch_fused_pdl,
+                                              rr_launch_unfused, rr_launch_nccl, rr_launch_nccl};
 
 /* Layer l's stand-in compute on every local rank, into x slot l. */
 static void compute(bench_t *b, model_arg *m, int l) {
@@ -110,7 +129,7 @@ static int variant_ok(bench_t *b, model_arg *m, int v) {
   if (v == V_COMPUTE) return 1;
   compute(b, m, 0); /* x slot 0 as layer 0 writes it: rr_result_ok reads it first */
   sync_all(b);
-  return rr_result_ok(b, &m->rr, layer, variant_name[v], v == V_FUSED);
+  return rr_result_ok(b, &m->rr, layer, variant_name[v], v == V_FUSED || v == V_PDL);
 }
 
 /* One point: every variant checked, then timed; prints a row. */
@@ -126,9 +145,9 @@ static void model_point(bench_t *b, model_arg *m, int64_t tokens, int64_t hidden
   for (int v = 0; v < V_COUNT; ++v) {
     model_arg *a = v == V_SYM ? &sm : m;
     t[v] = NAN;
-    if (v == V_SYM && !sym) continue;
+    if ((v == V_SYM && !sym) || (v == V_PDL && !m->pdl_comm)) continue;
     if (!variant_ok(b, a, v)) {
-      if (v == V_FUSED) exit(1);
+      if (v == V_FUSED || v == V_PDL) exit(1);
       fprintf(stderr, "collgen-bench: model baseline %s is wrong; left out (n/a)\n", variant_name[v]);
       continue;
     }
@@ -185,12 +204,23 @@ void bench_model(bench_t *b) {
       die("model weights", collgen_comm_last_error(b->comm));
   }
   printf("%6s %6s", "tokens", "hidden");
-  static const char *const column[V_COUNT] = {"compute", "fused", "unfused", "nccl", "sym"};
+  static const char *const column[V_COUNT] = {"compute", "fused", "fus_pdl", "unfused", "nccl",
+                                              "sym"};
   for (int v = 0; v < V_COUNT; ++v) printf("%10s", column[v]);
-  printf("%8s%8s%8s%8s%9s\n", "sh_fus", "sh_unf", "sh_nccl", "sh_sym", "x_share");
+  printf("%8s%8s%8s%8s%8s%9s\n", "sh_fus", "sh_pdl", "sh_unf", "sh_nccl", "sh_sym", "x_share");
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.pdl = 1;
+  if (b->comm->self >= 0 ||
+      collgen_comm_create(&m.pdl_comm, b->n, b->comm->devices, &o) != COLLGEN_OK) {
+    printf("model: the PDL variant is n/a: %s\n",
+           b->comm->self >= 0 ? "not in the --processes mode" : collgen_last_error());
+    m.pdl_comm = NULL;
+  }
   uint64_t seed = 0x5eed0ull + (uint64_t)getpid();
   for (size_t hi = 0; hi < sizeof hidden_list / sizeof hidden_list[0]; ++hi)
     for (size_t ti = 0; ti < sizeof tokens_list / sizeof tokens_list[0]; ++ti)
       model_point(b, &m, tokens_list[ti], hidden_list[hi], &seed);
   FOR_LOCAL(b, r) collgen__dev_free(b->comm, r, m.w[r]);
+  if (m.pdl_comm) collgen_comm_destroy(m.pdl_comm);
 }

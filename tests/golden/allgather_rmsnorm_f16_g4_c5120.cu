@@ -21,6 +21,7 @@
 #define COLLGEN_ABORT_MARK 4294967295  // a signal word after collgen_comm_abort (never a count)
 #define COLLGEN_STOP_TIMEOUT 1         // status record: a wait passed its bound
 #define COLLGEN_STOP_ABORTED 2         // status record: a wait or count read the abort mark
+#define COLLGEN_PDL_MIN_SM 90          // programmatic dependent launch: oldest arch (sm_90 = 90)
 
 // offsetof as a constant expression: NVRTC has neither <cstddef> nor
 // __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
@@ -218,7 +219,21 @@ __shared__ int block_stopped;
 
 // Must run first in every kernel (before group_barrier's barrier, or the
 // LL kernels' __syncthreads, which order it before any wait sets the flag).
+//
+// Programmatic dependent launch (sm_90+; the communicator's `pdl` option
+// launches every kernel with the programmatic-stream-serialization
+// attribute): the kernel may then start while the previous kernel on its
+// stream is still running. griddepcontrol.wait blocks until that kernel has
+// completed and its writes are visible, so nothing is read or written
+// before it: not the inputs, not the signal buffer. launch_dependents lets
+// the next kernel on the stream start launching at once; that kernel waits
+// in turn for this one to complete, so signalling first is always correct.
+// Launched without the attribute, both return at once.
 __device__ __forceinline__ void barrier_prologue() {
+#if __CUDA_ARCH__ >= COLLGEN_PDL_MIN_SM * 10
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   if (threadIdx.x == 0) block_stopped = 0;
 }
 
