@@ -22,6 +22,7 @@
 #include "collgen.h"
 #include "devbuf.h"
 #include "fake_cuda.h"
+#include "rank_fork.h"
 #include "test_util.h"
 
 static char cache_dir[256];
@@ -37,28 +38,6 @@ static void teardown(void) { tu_remove_tree(cache_dir); }
 
 TestSuite(rank_hostpath, .init = setup, .fini = teardown);
 
-/* What a child reports back (shared memory, one slot per rank). */
-typedef struct {
-  int rc[8];          /* 0 = every check passed, else the failed step */
-  char why[8][256];
-} report_t;
-
-static report_t *report_new(void) {
-  report_t *r = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(r != MAP_FAILED);
-  memset(r, 0, sizeof *r);
-  return r;
-}
-
-#define CHILD_CHECK(rep, rank, step, cond, ...)                                 \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      (rep)->rc[rank] = (step);                                                 \
-      snprintf((rep)->why[rank], sizeof (rep)->why[rank], __VA_ARGS__);          \
-      _exit(1);                                                                 \
-    }                                                                           \
-  } while (0)
-
 static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
                                   int rank) {
   collgen_comm_options_t o;
@@ -73,23 +52,15 @@ static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, 
   return c;
 }
 
-static void wait_children(pid_t *pids, int n, report_t *rep) {
-  for (int i = 0; i < n; ++i) {
-    int status = 0;
-    cr_assert_eq(waitpid(pids[i], &status, 0), pids[i]);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: step %d: %s", i,
-              rep->rc[i], rep->why[i]);
-  }
-}
-
 /* Two processes: both create their rank, every rank's signal buffer is
 ** mapped in both (a byte written by one is read by the other), an LL-sized
 ** call stages nothing and a larger call stages its input (the bytes land in
 ** the staging area the other process reads); the one-process calls are
 ** refused on this communicator and vice versa; destroy releases every VMM
 ** handle. */
-static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
-                            int pipe_r) {
+static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                            int pipe_w, int pipe_r) {
+  (void)nranks;
   (void)pipe_w;
   (void)pipe_r;
   collgen_comm_t *c = child_comm(rep, id, 2, rank);
@@ -169,33 +140,13 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   _exit(0);
 }
 
-/* Runs child(rep, id, rank, pipe write end, pipe read end) in two forked
-** processes with a fresh id and waits for both to pass. */
-typedef void (*child_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
-                         int pipe_r);
-
-static void run_two(child_fn child) {
-  collgen_unique_id_t id;
-  cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
-  report_t *rep = report_new();
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  pid_t pids[2];
-  for (int r = 0; r < 2; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) child(rep, &id, r, fds[1], fds[0]);
-  }
-  wait_children(pids, 2, rep);
-  close(fds[0]);
-  close(fds[1]);
-}
-
-Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_two(two_ranks_child); }
+Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_ranks(two_ranks_child, 2); }
 
 /* An abort in one process overwrites the other process's signal buffer
 ** too (through its mapping), so that process's kernels would stop. */
-static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
-                        int pipe_r) {
+static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                        int pipe_w, int pipe_r) {
+  (void)nranks;
   collgen_comm_t *c = child_comm(rep, id, 2, rank);
   char byte = 0;
   if (rank == 0) {
@@ -213,7 +164,7 @@ static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
   _exit(0);
 }
 
-Test(rank_hostpath, an_abort_reaches_the_other_process) { run_two(abort_child); }
+Test(rank_hostpath, an_abort_reaches_the_other_process) { run_ranks(abort_child, 2); }
 
 /* A rank that never comes: the other gets COLLGEN_ERR_TIMEOUT naming it,
 ** within the bound. */
