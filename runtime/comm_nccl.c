@@ -31,10 +31,20 @@ static int share(collgen_comm_t *c, nccl_offer *mine, nccl_offer *all, const cha
   int rc = collgen__boot_allgather(c->boot, mine, all, sizeof *mine);
   if (rc != COLLGEN_OK)
     return collgen__fail(c->err, sizeof c->err, rc, "%s", collgen__boot_last_error(c->boot));
-  for (int r = 0; r < c->ndev; ++r)
-    if (all[r].status != COLLGEN_OK)
-      return collgen__fail(c->err, sizeof c->err, all[r].status, "%s: rank %d: %.*s", what, r,
-                           (int)sizeof all[r].why, all[r].why);
+  for (int r = 0; r < c->ndev; ++r) {
+    if (all[r].status == COLLGEN_OK) continue;
+    /* A peer's bytes: only a known failure code is kept, printable text only. */
+    const int known = all[r].status == COLLGEN_ERR_NO_NCCL || all[r].status == COLLGEN_ERR_NCCL ||
+                      all[r].status == COLLGEN_ERR_NO_MEMORY;
+    char why[sizeof all[r].why];
+    for (size_t i = 0; i < sizeof why; ++i) {
+      const char ch = i + 1 < sizeof why ? all[r].why[i] : 0;
+      why[i] = ch == 0 ? 0 : (ch >= 32 && ch < 127) ? ch : '?';
+      if (!ch) break;
+    }
+    return collgen__fail(c->err, sizeof c->err, known ? all[r].status : COLLGEN_ERR_PEER,
+                         "%s: rank %d: %s", what, r, why);
+  }
   return COLLGEN_OK;
 }
 
