@@ -336,8 +336,10 @@ COLLGEN_API void collgen_comm_options_init(collgen_comm_options_t *options);
 ** per entry in order. Retains each device's primary context, enables peer
 ** access between all ranks, allocates and zeroes a signal buffer per rank.
 ** Errors (nothing left allocated): COLLGEN_ERR_NO_DRIVER, _INVALID_ARG (bad
-** count, duplicate device without allow_shared_devices), _NO_DEVICE,
-** _NO_P2P (two ranks cannot access each other), _CUDA. */
+** count, duplicate device without allow_shared_devices, a bad
+** $COLLGEN_TRANSPORT), _NO_DEVICE, _NO_P2P (two ranks cannot access each
+** other), _UNSUPPORTED (transport nccl: this communicator runs on P2P
+** only), _CUDA. */
 COLLGEN_API int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
                                     const collgen_comm_options_t *options);
 /* Frees everything the communicator holds. Waits for nothing: the caller
