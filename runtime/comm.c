@@ -20,6 +20,7 @@ void collgen__comm_release(collgen_comm_t *c) {
     collgen__cu.cuModuleUnload(c->loaded[i].module);
   }
   free(c->loaded);
+  collgen__comm_buffers_release(c);
   collgen__comm_rank_release(c);
   for (int r = 0; r < c->ndev; ++r) {
     if (c->signal[r] || c->abort_stream[r]) collgen__cu.cuCtxSetCurrent(c->ctx[r]);

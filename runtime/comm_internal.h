@@ -12,6 +12,18 @@
 
 struct collgen__boot;
 
+/* A registered user buffer (collgen_register_buffer, comm_register.c):
+** this rank's range and every rank's buffer as mapped in this process. */
+struct collgen_buffer {
+  struct collgen_buffer *next;            /* the communicator's list */
+  uintptr_t ptr;                          /* this rank's buffer */
+  size_t bytes;                           /* the same on every rank */
+  CUdeviceptr at[COLLGEN_MAX_DEVICES];    /* rank r's buffer as mapped here; 0: not
+                                             mapped (no P2P, or one-process mode) */
+  CUdeviceptr ipc[COLLGEN_MAX_DEVICES];   /* cuIpcOpenMemHandle mappings to close */
+  collgen__shared_buf vmm[COLLGEN_MAX_DEVICES]; /* imported VMM mappings */
+};
+
 /* A kernel loaded into one context. */
 typedef struct {
   const void *entry; /* the generator's cache entry (stable while it lives) */
@@ -41,6 +53,7 @@ struct collgen_comm {
   collgen__shared_buf shared_signal[COLLGEN_MAX_DEVICES], shared_staging[COLLGEN_MAX_DEVICES];
   CUdeviceptr staging[COLLGEN_MAX_DEVICES];
   size_t staging_bytes;
+  struct collgen_buffer *buffers;          /* live registrations */
   CUdeviceptr errors_dev;
   /* Routing (route.c): route[s][g] is the path (collgen_transport_t) of
   ** group g of group size s; host[r] numbers rank r's host. */
@@ -110,6 +123,16 @@ int collgen__comm_nccl_open(collgen_comm_t *c);
 void collgen__comm_nccl_close(collgen_comm_t *c);
 /* Aborts them (ncclCommAbort; collgen_comm_abort). */
 int collgen__comm_nccl_abort(collgen_comm_t *c);
+
+/* Ends every registration left, without the collective wait (destroy). */
+void collgen__comm_buffers_release(collgen_comm_t *c);
+
+/* The registration of this rank whose buffer holds [p, p + bytes), or
+** NULL (also in the one-process mode, which never needs one). Refuses
+** (COLLGEN_ERR_INVALID_ARG, in c->err, naming `what`) a range that starts
+** in a registered buffer and runs past its end. */
+int collgen__registered_find(collgen_comm_t *c, const char *what, const void *p, size_t bytes,
+                             const struct collgen_buffer **out);
 
 /* COLLGEN_ERR_TIMEOUT when a kernel gave up waiting (message in c->err),
 ** else COLLGEN_OK. */

@@ -28,7 +28,9 @@
   XX(cuMemCreate) XX(cuMemRelease) XX(cuMemAddressReserve) XX(cuMemAddressFree) \
   XX(cuMemMap) XX(cuMemUnmap) XX(cuMemSetAccess) XX(cuMemGetAllocationGranularity) \
   XX(cuMemExportToShareableHandle) XX(cuMemImportFromShareableHandle)           \
-  XX(cuDeviceGetUuid)
+  XX(cuDeviceGetUuid) XX(cuMemGetAddressRange) XX(cuMemRetainAllocationHandle)      \
+  XX(cuMemGetAllocationPropertiesFromHandle) XX(cuIpcGetMemHandle)              \
+  XX(cuIpcOpenMemHandle) XX(cuIpcCloseMemHandle)
 
 typedef struct {
 #define COLLGEN_CU_FIELD(name) __typeof__(&name) name;

@@ -168,21 +168,10 @@ int collgen_rank_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int
                                    void *out_normed, void *out_residual, const void *gamma,
                                    float eps, float weight_offset, int group_size,
                                    collgen_stream_t stream) {
-  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
-  const int self = c->self < 0 ? 0 : c->self;
-  const void *ins[COLLGEN_MAX_DEVICES] = {0}, *gammas[COLLGEN_MAX_DEVICES] = {0};
-  void *normed[COLLGEN_MAX_DEVICES] = {0}, *residual[COLLGEN_MAX_DEVICES] = {0};
-  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
-  ins[self] = input;
-  normed[self] = out_normed;
-  residual[self] = out_residual;
-  gammas[self] = gamma;
-  streams[self] = stream;
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shard_shapes,
-      .buffers = {ins, (const void *const *)normed, (const void *const *)residual, gammas},
-      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
-      .streams = streams, .per_rank = 1};
-  return collgen__op_run(c, &call);
+  collgen__call call = {.op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+                        .shapes = shard_shapes, .eps = eps, .weight_offset = weight_offset,
+                        .group_size = group_size};
+  const void *mine[] = {[ROLE_INPUT] = input, [ROLE_NORMED] = out_normed,
+                        [ROLE_RESIDUAL] = out_residual, [ROLE_GAMMA] = gamma};
+  return collgen__rank_run(c, &call, NULL, mine, stream, NULL);
 }

@@ -1,8 +1,8 @@
 /*
 ** op_allreduce_residual_rmsnorm.c -- fused allreduce + residual add +
-** RMSNorm: its two public entry points (normed in the dtype, or as float8
-** e4m3) and its runtime descriptor (op_runtime.h). Roles: x (the partial
-** sums peers read), residual_in, gamma, residual_out and one normed output:
+** RMSNorm: its public entry points (normed in the dtype, or as float8
+** e4m3; each for every rank, or per rank for one process per GPU) and its
+** runtime descriptor (op_runtime.h). Roles: x (the partial sums peers read), residual_in, gamma, residual_out and one normed output:
 ** in the dtype, or e4m3 bytes plus (dynamic scaling) a float scale per row.
 ** residual_out may be exactly residual_in (in place); no other pair may
 ** overlap where one is written. A group of one rank still runs its kernel
@@ -217,60 +217,57 @@ int collgen_allreduce_residual_rmsnorm_fp8(
   return collgen__op_run(c, &call);
 }
 
+/* The per-rank entry points: this rank's buffers by role. Calls larger
+** than a staging region run as consecutive row ranges (rows are
+** independent); every rank cuts the same ranges. The driver checks
+** everything else, and reports a bad shape. */
+static int rank_call(collgen_comm_t *c, collgen__call *call, const int64_t *shape,
+                     const void *const *mine, collgen_stream_t stream) {
+  int64_t elems = 0;
+  const int rank = call->tensor_rank, esize = collgen__dtype_bytes(call->dtype);
+  if (!c || c->self < 0 || !shape || rank < 2 || rank > 8 || esize == 0 ||
+      collgen__shape_product(shape, 0, rank, &elems) != 0 ||
+      (uint64_t)elems * (uint64_t)esize <= c->staging_bytes / 2)
+    return collgen__rank_run(c, call, shape, mine, stream, NULL);
+  const int64_t cols = shape[rank - 1], row_bytes = cols * esize;
+  int rc = collgen__stage_fits(c, "one row", (size_t)row_bytes);
+  if (rc != COLLGEN_OK) return rc;
+  const collgen__rank_pieces pieces = {
+      .units = elems / cols, .piece = (int64_t)(c->staging_bytes / 2) / row_bytes, .inner = cols,
+      .peer_role = ROLE_X,
+      .stride = {[ROLE_X] = row_bytes, [ROLE_RESIDUAL_IN] = row_bytes,
+                 [ROLE_NORMED] = row_bytes, [ROLE_RESIDUAL_OUT] = row_bytes, [ROLE_GAMMA] = 0,
+                 [ROLE_NORMED_FP8] = cols, [ROLE_ROW_SCALES] = (int64_t)sizeof(float)}};
+  return collgen__rank_run(c, call, shape, mine, stream, &pieces);
+}
+
 int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                                             const int64_t *shape, const void *x,
                                             const void *residual_in, void *out_normed,
                                             void *residual_out, const void *gamma, float eps,
                                             float weight_offset, int group_size,
                                             collgen_stream_t stream) {
-  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
-  const int self = c->self < 0 ? 0 : c->self;
-  const int64_t *shapes[COLLGEN_MAX_DEVICES];
-  const void *xs[COLLGEN_MAX_DEVICES] = {0}, *res_in[COLLGEN_MAX_DEVICES] = {0};
-  const void *gammas[COLLGEN_MAX_DEVICES] = {0};
-  void *normed[COLLGEN_MAX_DEVICES] = {0}, *res_out[COLLGEN_MAX_DEVICES] = {0};
-  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
-  for (int r = 0; r < c->ndev; ++r) shapes[r] = shape;
-  xs[self] = x;
-  res_in[self] = residual_in;
-  normed[self] = out_normed;
-  res_out[self] = residual_out;
-  gammas[self] = gamma;
-  streams[self] = stream;
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes,
-      .buffers = {xs, res_in, (const void *const *)normed, (const void *const *)res_out, gammas},
-      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE),
-      .eps = eps, .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE,
-      .group_size = group_size, .streams = streams, .per_rank = 1};
-  /* Calls larger than a staging region run as consecutive row ranges (rows
-  ** are independent); every rank cuts the same ranges. The driver checks
-  ** everything else, and reports a bad shape. */
-  int64_t elems = 0;
-  const int esize = collgen__dtype_bytes(dtype);
-  if (c->self < 0 || !shape || rank < 2 || rank > 8 || esize == 0 ||
-      collgen__shape_product(shape, 0, rank, &elems) != 0 ||
-      (uint64_t)elems * (uint64_t)esize <= c->staging_bytes / 2)
-    return collgen__op_run(c, &call);
-  const int64_t cols = shape[rank - 1], rows = elems / cols;
-  const int64_t row_bytes = cols * esize;
-  int rc = collgen__stage_fits(c, "one row", (size_t)row_bytes);
-  if (rc != COLLGEN_OK) return rc;
-  const int64_t piece = (int64_t)(c->staging_bytes / 2) / row_bytes;
-  for (int64_t r0 = 0; r0 < rows; r0 += piece) {
-    int64_t piece_shape[2] = {rows - r0 < piece ? rows - r0 : piece, cols};
-    const int64_t *piece_shapes[COLLGEN_MAX_DEVICES];
-    for (int r = 0; r < c->ndev; ++r) piece_shapes[r] = piece_shape;
-    const int64_t off = r0 * row_bytes;
-    xs[self] = (const char *)x + off;
-    res_in[self] = (const char *)residual_in + off;
-    normed[self] = (char *)out_normed + off;
-    res_out[self] = (char *)residual_out + off;
-    call.shapes = piece_shapes;
-    call.tensor_rank = 2;
-    rc = collgen__op_run(c, &call);
-    if (rc != COLLGEN_OK) return rc;
-  }
-  return COLLGEN_OK;
+      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .eps = eps,
+      .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE, .group_size = group_size};
+  const void *mine[COLLGEN_MAX_ROLES] = {
+      [ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in, [ROLE_NORMED] = out_normed,
+      [ROLE_RESIDUAL_OUT] = residual_out, [ROLE_GAMMA] = gamma};
+  return rank_call(c, &call, shape, mine, stream);
+}
+
+int collgen_rank_allreduce_residual_rmsnorm_fp8(
+    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
+    const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
+    const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
+    float static_scale, int group_size, collgen_stream_t stream) {
+  collgen__call call = {
+      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
+      .unused_roles = unused_roles(1, mode), .eps = eps, .weight_offset = weight_offset,
+      .fp8 = mode, .static_scale = static_scale, .group_size = group_size};
+  const void *mine[COLLGEN_MAX_ROLES] = {
+      [ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in, [ROLE_RESIDUAL_OUT] = residual_out,
+      [ROLE_GAMMA] = gamma, [ROLE_NORMED_FP8] = normed_fp8, [ROLE_ROW_SCALES] = row_scales};
+  return rank_call(c, &call, shape, mine, stream);
 }

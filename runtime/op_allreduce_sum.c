@@ -49,8 +49,14 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
 /* ---- One process per GPU (op_runtime.h, stage_in) ----
 ** Each rank's staging area holds two regions of staging_bytes / 2: IN,
 ** which peers read (one-shot) or reduce in place (two-shot), and OUT, this
-** rank's own output when its buffer cannot take the kernel's stores. */
+** rank's own output when its buffer cannot take the kernel's stores. A
+** registered input (collgen_register_buffer) is read by the peers where it
+** is: nothing is copied in. Two-shot still writes its sums into every
+** rank's region IN (peers write outputs only there) and copies them back;
+** one-shot in place writes through region OUT, since the peers may still
+** read the registered input while this rank's sums are ready. */
 typedef struct {
+  int registered;     /* the peers read the input in its registered buffer */
   int input;          /* the input goes through region IN */
   int output;         /* the output comes back from staging */
   size_t out_offset;  /* ... at this offset of the rank's staging area */
@@ -58,22 +64,28 @@ typedef struct {
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-static staging_use staging_for(const collgen_comm_t *c, const collgen__call *call, const char *algo,
-                               int r) {
-  staging_use u;
+static int staging_for(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                       const char *algo, int base, int size, int r, collgen__kparams *kp,
+                       staging_use *u) {
   const int ll = strcmp(algo, "ll") == 0, twoshot = strcmp(algo, "twoshot") == 0;
-  u.input = !ll || !aligned16(call->buffers[ROLE_INPUT][r]);
-  u.output = twoshot || !aligned16(call->buffers[ROLE_OUTPUT][r]);
-  u.out_offset = twoshot ? 0 : c->staging_bytes / 2; /* two-shot reduces region IN in place */
-  return u;
+  const void *in = call->buffers[ROLE_INPUT][r], *out = call->buffers[ROLE_OUTPUT][r];
+  u->registered = 0;
+  int rc = ll ? COLLGEN_OK
+              : collgen__registered_input(c, &collgen__rt_allreduce_sum, call, g, ROLE_INPUT,
+                                          base, size, r, kp, &u->registered);
+  u->input = !u->registered && (!ll || !aligned16(in));
+  u->output = twoshot || !aligned16(out) || (u->registered && in == out);
+  u->out_offset = twoshot ? 0 : c->staging_bytes / 2; /* two-shot reduces region IN in place */
+  return rc;
 }
 
 static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                     const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
   const size_t bytes = (size_t)g->bytes[ROLE_INPUT][r];
   int rc = collgen__stage_fits(c, "the input", bytes); /* the caller cut it into pieces */
+  staging_use u;
+  if (rc == COLLGEN_OK) rc = staging_for(c, call, g, algo, base, size, r, kp, &u);
   if (rc != COLLGEN_OK) return rc;
-  const staging_use u = staging_for(c, call, algo, r);
   if (u.input) {
     rc = collgen__stage_copy(c, collgen__staging_at(c, r, 0), call->buffers[ROLE_INPUT][r], bytes, s);
     if (rc != COLLGEN_OK) return rc;
@@ -89,8 +101,9 @@ static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen_
 
 static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                      const char *algo, int r, CUstream s) {
-  const staging_use u = staging_for(c, call, algo, r);
-  if (!u.output) return COLLGEN_OK;
+  staging_use u;
+  int rc = staging_for(c, call, g, algo, 0, 0, r, NULL, &u);
+  if (rc != COLLGEN_OK || !u.output) return rc;
   return collgen__stage_copy(c, (void *)call->buffers[ROLE_OUTPUT][r], collgen__staging_at(c, r, u.out_offset),
                     (size_t)g->bytes[ROLE_OUTPUT][r], s);
 }
@@ -137,40 +150,21 @@ int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
 int collgen_rank_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                                const int64_t *shape, const void *input, void *output,
                                int group_size, collgen_stream_t stream) {
-  if (!c) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "comm is NULL");
-  const int self = c->self < 0 ? 0 : c->self;
-  const int64_t *shapes[COLLGEN_MAX_DEVICES];
-  const void *ins[COLLGEN_MAX_DEVICES] = {0};
-  void *outs[COLLGEN_MAX_DEVICES] = {0};
-  collgen_stream_t streams[COLLGEN_MAX_DEVICES] = {0};
-  for (int r = 0; r < c->ndev; ++r) shapes[r] = shape;
-  ins[self] = input;
-  outs[self] = output;
-  streams[self] = stream;
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_SUM, .dtype = dtype, .tensor_rank = rank, .shapes = shapes,
-      .buffers = {ins, (const void *const *)outs}, .group_size = group_size,
-      .streams = streams, .per_rank = 1};
-  /* Calls larger than a staging region run as a sequence of whole calls on
-  ** consecutive pieces; every rank cuts the same pieces. The driver checks
-  ** everything else (it also reports a bad shape). */
+  collgen__call call = {.op = COLLGEN_OP_ALLREDUCE_SUM, .dtype = dtype, .tensor_rank = rank,
+                        .group_size = group_size};
+  const void *mine[] = {[ROLE_INPUT] = input, [ROLE_OUTPUT] = output};
+  /* Calls larger than a staging region run as consecutive pieces of
+  ** elements. The driver checks everything else (it also reports a bad
+  ** shape). */
   int64_t n = 0;
   const int esize = collgen__dtype_bytes(dtype);
-  if (c->self < 0 || !shape || rank < 1 || rank > 8 || esize == 0 ||
-      collgen__shape_product(shape, 0, rank, &n) != 0 ||
-      (uint64_t)n * (uint64_t)esize <= c->staging_bytes / 2)
-    return collgen__op_run(c, &call);
-  const int64_t piece = (int64_t)(c->staging_bytes / 2 / 16 * 16) / esize;
-  for (int64_t off = 0; off < n; off += piece) {
-    int64_t len = n - off < piece ? n - off : piece;
-    const int64_t *piece_shapes[COLLGEN_MAX_DEVICES];
-    for (int r = 0; r < c->ndev; ++r) piece_shapes[r] = &len;
-    ins[self] = (const char *)input + off * esize;
-    outs[self] = (char *)output + off * esize;
-    call.shapes = piece_shapes;
-    call.tensor_rank = 1;
-    int rc = collgen__op_run(c, &call);
-    if (rc != COLLGEN_OK) return rc;
+  collgen__rank_pieces pieces = {.peer_role = ROLE_INPUT, .stride = {esize, esize}};
+  const int cut = c && c->self >= 0 && shape && rank >= 1 && rank <= 8 && esize != 0 &&
+                  collgen__shape_product(shape, 0, rank, &n) == 0 &&
+                  (uint64_t)n * (uint64_t)esize > c->staging_bytes / 2;
+  if (cut) {
+    pieces.units = n;
+    pieces.piece = (int64_t)(c->staging_bytes / 2 / 16 * 16) / esize;
   }
-  return COLLGEN_OK;
+  return collgen__rank_run(c, &call, shape, mine, stream, cut ? &pieces : NULL);
 }

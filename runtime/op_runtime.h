@@ -189,14 +189,47 @@ int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *r
                                  const collgen__call *call, const collgen__group *g, int r);
 
 /* The stage_in of ops that need 16-byte aligned buffers and whose barrier
-** algorithms read one role (`role`) from every rank: checks the alignment;
-** for any algorithm but LL, copies rank r's buffer of that role into its
-** region IN (refused when it does not fit) and points kp->in[] at every
-** rank's region IN. */
+** algorithms only read one role (`role`) from every rank: checks the
+** alignment; for any algorithm but LL, points kp->in[] at every rank's
+** registered buffer when that role is registered (collgen__registered_input),
+** else copies rank r's buffer of that role into its region IN (refused
+** when it does not fit) and points kp->in[] at every rank's region IN. */
 int collgen__stage_peer_input(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, const collgen__group *g,
                               const char *algo, int role, int base, int size, int r,
                               collgen__kparams *kp, CUstream s);
+
+/* Zero copy (registered buffers, comm_register.c): *used = 1 when rank r's
+** buffer of `role` lies inside one of this rank's registrations and is
+** 16-byte aligned; then, when kp is not NULL, kp->in[k] is rank base+k's
+** buffer at the same offset of that registration (the symmetric contract).
+** *used = 0 (stage it) otherwise; COLLGEN_ERR_INVALID_ARG when the buffer
+** runs past the end of its registration. */
+int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
+                              const collgen__call *call, const collgen__group *g, int role,
+                              int base, int size, int r, collgen__kparams *kp, int *used);
+
+/* ---- The collgen_rank_* entry points (op_rank.c) ---- */
+/* How a per-rank call that does not fit half the staging area is cut:
+** `units` (elements or rows) in all, `piece` per call; role k's buffer
+** advances stride[k] bytes per unit (0: the same buffer for every piece,
+** as gamma); each piece has shape {len} (inner 0) or {len, inner}. Every
+** rank cuts alike, so the pieces give the bits of one call. */
+typedef struct {
+  int64_t units, piece, inner;
+  int64_t stride[COLLGEN_MAX_ROLES];
+  int peer_role;          /* the role peers read: checked whole against the
+                             registrations before the first piece runs */
+} collgen__rank_pieces;
+
+/* Runs a collgen_rank_* call: `call` holds the op, dtype, tensor rank,
+** scalars, unused_roles and group size; every rank holds `shape` (NULL:
+** call->shapes is every rank's already); mine[k] is this rank's buffer of
+** role k (a role of unused_roles given as NULL gets no array, so the op
+** sees it absent). `pieces` NULL: one call; else pieces as described. */
+int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *shape,
+                      const void *const *mine, collgen_stream_t stream,
+                      const collgen__rank_pieces *pieces);
 
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);

@@ -1,7 +1,8 @@
 /*
 ** op_staging.c -- what the ops share for the one-process-per-GPU mode
 ** (op_runtime.h, stage_in / stage_out): the staging area of each rank as
-** mapped here, and the stream-ordered copies into and out of it.
+** mapped here, the stream-ordered copies into and out of it, and the
+** registered inputs that need no copy.
 */
 #include <stdint.h>
 #include <string.h>
@@ -38,12 +39,29 @@ int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *r
   return COLLGEN_OK;
 }
 
+int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
+                              const collgen__call *call, const collgen__group *g, int role,
+                              int base, int size, int r, collgen__kparams *kp, int *used) {
+  const void *p = call->buffers[role][r];
+  const struct collgen_buffer *b;
+  *used = 0;
+  int rc = collgen__registered_find(c, rt->roles[role].name, p, (size_t)g->bytes[role][r], &b);
+  if (rc != COLLGEN_OK || !b || ((uintptr_t)p & 15u)) return rc;
+  const uintptr_t off = (uintptr_t)p - b->ptr;
+  for (int k = 0; kp && k < size; ++k) kp->in[k] = (const void *)(uintptr_t)(b->at[base + k] + off);
+  *used = 1;
+  return COLLGEN_OK;
+}
+
 int collgen__stage_peer_input(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, const collgen__group *g,
                               const char *algo, int role, int base, int size, int r,
                               collgen__kparams *kp, CUstream s) {
+  int registered = 0;
   int rc = collgen__stage_check_aligned(c, rt, call, g, r);
   if (rc != COLLGEN_OK || strcmp(algo, "ll") == 0) return rc;
+  rc = collgen__registered_input(c, rt, call, g, role, base, size, r, kp, &registered);
+  if (rc != COLLGEN_OK || registered) return rc; /* zero copy: the peers read it in place */
   const size_t bytes = (size_t)g->bytes[role][r];
   rc = collgen__stage_fits(c, rt->roles[role].name, bytes);
   if (rc == COLLGEN_OK)

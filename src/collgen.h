@@ -621,6 +621,64 @@ COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm(
     const void *residual_in, void *out_normed, void *residual_out, const void *gamma, float eps,
     float weight_offset, int group_size, collgen_stream_t stream);
 
+/* collgen_allreduce_residual_rmsnorm_fp8 on a communicator of
+** collgen_comm_init_rank: this rank's x, residual_in, normed_fp8,
+** row_scales (NULL with COLLGEN_FP8_STATIC), residual_out, gamma and
+** stream; `shape` is the shape every rank holds. Same semantics, checks,
+** error codes and bits as collgen_allreduce_residual_rmsnorm_fp8
+** (COLLGEN_ERR_UNSUPPORTED when any rank's GPU is older than sm_89), with
+** the limits of collgen_rank_allreduce_residual_rmsnorm: 16-byte aligned
+** buffers, and calls larger than half the staging area run as consecutive
+** row ranges. */
+COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm_fp8(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
+    const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
+    const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
+    float static_scale, int group_size, collgen_stream_t stream);
+
+/* A user buffer registered with collgen_register_buffer. */
+typedef struct collgen_buffer collgen_buffer_t;
+
+/* Registers [ptr, ptr + bytes), device memory of this rank's GPU, so that
+** the peers' kernels read it directly: a collgen_rank_* call whose peer-read
+** input (allreduce: input; allgather_rmsnorm: the shard; the residual ops:
+** x) lies inside a registered buffer is not copied into the staging area
+** (zero copy). Collective: every rank of the communicator calls it, in the
+** same order as its other collective calls, with its own buffer and the
+** same `bytes`; bounded by the communicator's timeout (a rank that never
+** calls: COLLGEN_ERR_TIMEOUT naming it, and the communicator can register
+** nothing more). The buffer is shared by legacy CUDA IPC
+** (cuIpcGetMemHandle of its allocation: cudaMalloc, cuMemAlloc) or, when it
+** is a cuMem (VMM) allocation, as a POSIX file descriptor (the allocation
+** must have been created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, else
+** COLLGEN_ERR_UNSUPPORTED). It must lie inside one allocation and start
+** 16-byte aligned (COLLGEN_ERR_ALIGNMENT).
+** The caller's contract (symmetric buffers, as NCCL's symmetric windows):
+** a call that uses a registered input passes, on every rank, the same
+** offset into that rank's buffer of the same registration; collgen checks
+** only what a rank sees (inside the buffer, alignment) and cannot detect a
+** rank that breaks it (its peers would read other bytes). The buffer must
+** stay allocated until collgen_deregister_buffer or collgen_comm_destroy.
+** On success *handle is the registration; on any error, on every rank,
+** nothing stays mapped and *handle is NULL: COLLGEN_ERR_INVALID_ARG (NULL
+** arguments, bytes 0, not device memory, a range past its allocation,
+** ranks with different bytes: named), _ALIGNMENT, _UNSUPPORTED, _PEER (a
+** rank failed: named), _TIMEOUT, _CUDA. On a communicator of
+** collgen_comm_create (one process reads every buffer directly) it maps
+** nothing and returns COLLGEN_OK with a handle, so code stays portable. */
+COLLGEN_API int collgen_register_buffer(collgen_comm_t *comm, void *ptr, size_t bytes,
+                                        collgen_buffer_t **handle);
+
+/* Ends a registration: waits for this rank's device (cuCtxSynchronize),
+** unmaps the peers' buffers, then waits for every rank to do the same
+** (collective, bounded like collgen_register_buffer), so that on return no
+** process maps this rank's buffer and it may be freed. Calls queued or
+** CUDA graphs captured with the registration must not run afterwards.
+** COLLGEN_ERR_INVALID_ARG for NULL, or a handle that is not a live
+** registration of `comm` (e.g. deregistered twice: nothing else happens).
+** collgen_comm_destroy ends every registration left (not collectively). */
+COLLGEN_API int collgen_deregister_buffer(collgen_comm_t *comm, collgen_buffer_t *handle);
+
 /* An application's own all-gather, for programs that already have a
 ** bootstrap (MPI, torch.distributed): it must block until every rank's
 ** `bytes` bytes `mine` are in `all`, rank i's at all + i * bytes (the

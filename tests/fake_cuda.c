@@ -3,6 +3,8 @@
 ** runtime's host path on machines without a GPU. collgen loads it through
 ** $COLLGEN_CUDA_LIBRARY. "Device memory" is host memory, so copies and
 ** memsets really happen; kernels do not run: a launch is only recorded.
+** cuMemAlloc and VMM memory are memfds, so forked processes really share it
+** through VMM fds and legacy IPC handles.
 **
 ** It checks what a real driver would refuse silently or slowly: a launch or
 ** async copy on a stream whose context is not current counts as a
@@ -12,6 +14,7 @@
 **   FAKE_CUDA_NO_P2P   when set, no pair of devices has peer access
 **   FAKE_CUDA_NO_P2P_PAIRS  "a:b,c:d": these pairs of devices (both ways)
 **                      have no peer access (holes in the P2P matrix)
+**   FAKE_CUDA_VMM_NO_FD  when set, VMM allocations report no POSIX-fd handle type
 ** Tests read the counters through fake_cuda_stats() (dlsym).
 */
 #define _GNU_SOURCE
@@ -137,14 +140,121 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
 
 CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 
+/* ---- Address ranges the driver knows: cuMemAlloc allocations, cuMemMap
+** mappings and cuIpcOpenMemHandle mappings, each with the memfd behind it
+** (-1 where none is kept), for cuMemGetAddressRange and the IPC calls. */
+#define MAX_RANGES 1024
+typedef struct {
+  uintptr_t ptr;
+  size_t bytes;
+  int fd;
+} fake_range;
+enum { RANGE_ALLOC, RANGE_MAP, RANGE_IPC, RANGE_KINDS };
+static fake_range ranges[RANGE_KINDS][MAX_RANGES];
+
+static int range_add(int kind, uintptr_t ptr, size_t bytes, int fd) {
+  for (int i = 0; i < MAX_RANGES; ++i)
+    if (!ranges[kind][i].ptr) {
+      ranges[kind][i] = (fake_range){ptr, bytes, fd};
+      return 0;
+    }
+  return -1;
+}
+
+/* The range of `kind` holding p (exact start only when `exact`), or NULL. */
+static fake_range *range_find(int kind, uintptr_t p, int exact) {
+  for (int i = 0; i < MAX_RANGES; ++i) {
+    fake_range *r = &ranges[kind][i];
+    if (r->ptr && (exact ? p == r->ptr : p >= r->ptr && p < r->ptr + r->bytes)) return r;
+  }
+  return NULL;
+}
+
+/* cuMemAlloc memory is a memfd mapped shared, so that a legacy IPC handle
+** can name it to another process (which opens /proc/<pid>/fd/<fd>). */
 CUresult cuMemAlloc(CUdeviceptr *p, size_t bytes) {
-  void *m = current ? malloc(bytes) : NULL;
-  if (!m) return current ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_CONTEXT;
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfd_create("fake-cuda-alloc", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  void *m = ftruncate(fd, (off_t)bytes) == 0
+                ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (m == MAP_FAILED || range_add(RANGE_ALLOC, (uintptr_t)m, bytes, fd) != 0) {
+    if (m != MAP_FAILED) munmap(m, bytes);
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *p = (CUdeviceptr)(uintptr_t)m;
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
+CUresult cuMemFree(CUdeviceptr p) {
+  fake_range *r = range_find(RANGE_ALLOC, (uintptr_t)p, 1);
+  if (!r) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void *)r->ptr, r->bytes);
+  close(r->fd);
+  memset(r, 0, sizeof *r);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+  for (int k = 0; k < RANGE_KINDS; ++k) {
+    const fake_range *r = range_find(k, (uintptr_t)p, 0);
+    if (!r) continue;
+    if (base) *base = (CUdeviceptr)r->ptr;
+    if (size) *size = r->bytes;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- Legacy IPC: the handle names the exporter's pid and memfd. */
+typedef struct {
+  char magic[8];
+  int32_t pid, fd;
+  uint64_t bytes;
+} fake_ipc;
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
+  const fake_range *r = range_find(RANGE_ALLOC, (uintptr_t)p, 1); /* a base pointer */
+  if (!r) return CUDA_ERROR_INVALID_VALUE;
+  fake_ipc f = {"fakeipc", (int32_t)getpid(), r->fd, r->bytes};
+  _Static_assert(sizeof f <= sizeof h->reserved, "fake IPC handle too large");
+  memset(h, 0, sizeof *h);
+  memcpy(h->reserved, &f, sizeof f);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags) {
+  fake_ipc f;
+  memcpy(&f, h.reserved, sizeof f);
+  if (flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || memcmp(f.magic, "fakeipc", 8) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (f.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT; /* as the driver: not its own */
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)f.pid, (int)f.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  void *m = mmap(NULL, (size_t)f.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  if (range_add(RANGE_IPC, (uintptr_t)m, (size_t)f.bytes, -1) != 0) {
+    munmap(m, (size_t)f.bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  stats.ipc_open++;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  fake_range *r = range_find(RANGE_IPC, (uintptr_t)p, 1);
+  if (!r) return CUDA_ERROR_INVALID_VALUE;
+  munmap((void *)r->ptr, r->bytes);
+  memset(r, 0, sizeof *r);
+  stats.ipc_open--;
+  return CUDA_SUCCESS;
+}
 
 CUresult cuMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
   memset((void *)(uintptr_t)p, v, n);
@@ -254,10 +364,14 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   if (h == 0 || fstat(fd, &st) != 0 || offset + size > (size_t)st.st_size) return CUDA_ERROR_INVALID_VALUE;
   void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                  (off_t)offset);
-  return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if (p == MAP_FAILED) return CUDA_ERROR_INVALID_VALUE;
+  return range_add(RANGE_MAP, (uintptr_t)ptr, size, fd) == 0 ? CUDA_SUCCESS
+                                                              : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  fake_range *r = range_find(RANGE_MAP, (uintptr_t)ptr, 1);
+  if (r) memset(r, 0, sizeof *r);
   void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -288,6 +402,30 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
   if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
   *h = (CUmemGenericAllocationHandle)fd + 1;
   stats.vmm_handles++;
+  return CUDA_SUCCESS;
+}
+
+/* The handle of the mapping holding addr: a new descriptor of its memfd. */
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+  const fake_range *r = range_find(RANGE_MAP, (uintptr_t)addr, 0);
+  if (!r) return CUDA_ERROR_INVALID_VALUE;
+  int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  *h = (CUmemGenericAllocationHandle)fd + 1;
+  stats.vmm_handles++;
+  return CUDA_SUCCESS;
+}
+
+/* Every allocation asked for POSIX fds, unless FAKE_CUDA_VMM_NO_FD is set. */
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle h) {
+  if (h == 0) return CUDA_ERROR_INVALID_VALUE;
+  memset(prop, 0, sizeof *prop);
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = current ? current->device : 0;
+  prop->requestedHandleTypes =
+      getenv("FAKE_CUDA_VMM_NO_FD") ? CU_MEM_HANDLE_TYPE_NONE : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return CUDA_SUCCESS;
 }
 

@@ -21,7 +21,9 @@ typedef struct {
   long copies;         /* cuMemcpyDtoDAsync calls */
   long uploads;        /* cuMemcpyHtoDAsync calls */
   long upload_bytes;   /* bytes they copied */
-  long vmm_handles;    /* live cuMemCreate/cuMemImportFromShareableHandle handles */
+  long vmm_handles;    /* live cuMemCreate/cuMemImportFromShareableHandle/
+                          cuMemRetainAllocationHandle handles */
+  long ipc_open;       /* live cuIpcOpenMemHandle mappings */
   long module_loads;   /* cuModuleLoadData calls */
   long ctx_switches;   /* cuCtxSetCurrent calls */
   long wrong_context;  /* launches/async copies on a stream of another context */
@@ -45,6 +47,7 @@ static inline fake_cuda_stats_t *fake_cuda_use(const char *path) {
   unsetenv("FAKE_CUDA_NO_P2P_PAIRS");
   unsetenv("FAKE_CUDA_SM");
   unsetenv("FAKE_CUDA_DEVICES");
+  unsetenv("FAKE_CUDA_VMM_NO_FD");
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return NULL;
   fake_cuda_stats_t *(*get)(void) = (fake_cuda_stats_t * (*)(void)) dlsym(lib, "fake_cuda_stats");

@@ -5,7 +5,9 @@
 # `collgen demo` and, when built, collgen-bench; copy logs to $OUT; end with
 # a summary table.
 # Usage: bash tests/gpu-check.sh [--no-bench] [--bench-all] [--no-sanitizer]
-#   --bench-all: also run the benchmark for f16, f32 and groups of 1
+#   --bench-all: also run the benchmark for f16, f32 and groups of 1, the
+#   decode step (--model), the flag floor (--floor) and one short run with
+#   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING that says which NCCL kernels ran
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -44,6 +46,7 @@ step info ./build-gpu/collgen info
 step ctest_cpu bash -c "cd build-gpu && ctest --output-on-failure -j4 -E test_gpu"
 step gpu_tests ./build-gpu/tests/test_gpu --verbose --jobs 1
 step demo ./build-gpu/collgen demo
+step demo-processes ./build-gpu/collgen demo --processes 2
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$NGPU" -ge 2 ] && step hostbench ./build-gpu/tests/collgen-hostbench --real  # needs 2 GPUs
 if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
@@ -53,10 +56,20 @@ if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
 fi
 if [ $BENCH = 1 ] && [ -x build-gpu/tests/bench/collgen-bench ]; then
   step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
+  step bench_processes ./build-gpu/tests/bench/collgen-bench --processes 2
   if [ $BENCH_ALL = 1 ]; then
     step bench_f16 ./build-gpu/tests/bench/collgen-bench --dtype f16 --csv "$OUT/bench-f16.csv"
     step bench_f32 ./build-gpu/tests/bench/collgen-bench --dtype f32 --csv "$OUT/bench-f32.csv"
     step bench_g1 ./build-gpu/tests/bench/collgen-bench --group-size 1 --csv "$OUT/bench-g1.csv"
+    step bench_model ./build-gpu/tests/bench/collgen-bench --model --csv "$OUT/bench-model.csv"
+    step bench_floor ./build-gpu/tests/bench/collgen-bench --floor --csv "$OUT/bench-floor.csv"
+    # Which NCCL kernels ran (docs/benchmarks.md): "[Symmetric] ... Kernel X"
+    # or "SymKernel: X" lines for symmetric kernels, "Algo A proto P" otherwise.
+    step nccl_kernels env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING \
+      ./build-gpu/tests/bench/collgen-bench --quick --max-bytes 16777216
+    sed -E 's/.*NCCL INFO //' "$LOGS/nccl_kernels.log" | grep -E 'Bytes -> |SymKernel' |
+      sed -E 's/ (nWorks|channel|nchannels).*//' | sort | uniq -c | sort -k2 > "$OUT/nccl-kernels.txt"
+    gzip -c "$LOGS/nccl_kernels.log" > "$OUT/nccl-debug.log.gz"
   fi
   [ "${TUNE:-0}" = 1 ] && step tune ./build-gpu/tests/bench/collgen-bench --tune
 fi

@@ -110,6 +110,11 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"cache ls --frob --cache-dir @", "'--frob'"},
       {"info extra", "'extra'"},
       {"demo extra", "'extra'"},
+      {"demo --processes 9", "'9' is not an integer in 2..8"},
+      {"demo --processes 1", "'1' is not an integer in 2..8"},
+      {"demo --processes 2x", "'2x'"},
+      {"demo --processes --processes", "--processes given twice"},
+      {"demo --processes 3 extra", "'extra'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char args[6000], *out = NULL;
@@ -436,6 +441,12 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2 "), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2_e4m3_dynamic"),
             "%s", out);
+  cr_expect(strstr(out, "4 of 4 demo kernels are in the cache"), "%s", out);
+  free(out);
+  /* one process per rank: the GPUs are counted in a child, which finds none */
+  snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DIR='%s' %s demo --processes", dir, COLLGEN_CLI_PATH);
+  cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+  cr_expect(strstr(out, "no GPU found"), "%s", out);
   cr_expect(strstr(out, "4 of 4 demo kernels are in the cache"), "%s", out);
   free(out);
 }

@@ -10,7 +10,9 @@
 ** every rank's outputs bitwise equal (hashes). Outputs are poisoned
 ** before each call; in place and out of place; sizes from 1 element to
 ** calls cut into pieces by the staging area; CUDA-graph replay with new
-** data. A child reports failures through shared memory.
+** data; registered inputs (collgen_register_buffer) against staged ones,
+** and the FP8 per-rank call. A child reports failures through shared
+** memory.
 **
 ** The same rounds run over NCCL (docs/multinode.md): COLLGEN_TRANSPORT=nccl
 ** on this host, and two simulated hosts (a fake host id per rank, NCCL's
@@ -58,13 +60,13 @@ typedef enum {
                         sockets over loopback only */
 } route_mode;
 
-static route_mode mode;
+static route_mode route;
 
-/* Sets this rank's environment for `mode`, before its communicator. */
+/* Sets this rank's environment for `route`, before its communicator. */
 static void route_env(int rank) {
   setenv("NCCL_NVLS_ENABLE", "0", 1); /* always: no multicast memory */
-  if (mode == ROUTE_NCCL) setenv("COLLGEN_TRANSPORT", "nccl", 1);
-  if (mode != ROUTE_TWO_HOSTS) return;
+  if (route == ROUTE_NCCL) setenv("COLLGEN_TRANSPORT", "nccl", 1);
+  if (route != ROUTE_TWO_HOSTS) return;
   char host[32];
   snprintf(host, sizeof host, "simulated-host-%d", rank);
   setenv("COLLGEN_TEST_HOST_ID", host, 1);
@@ -157,20 +159,42 @@ static void check_normed(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t 
   }
 }
 
-/* One checked fused call (rows x cols, every rank's x from the seed, the
-** same residual_in and gamma on every rank), in place or not; reports the
-** hashes of both outputs in slot `slot`. */
-static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols, int inplace,
-                        uint64_t seed, int slot) {
+/* The fused ops' inputs (rows x cols): every rank's x from the seed into
+** x->host, the same residual_in and gamma on every rank (res_in, gamma:
+** host copies the caller frees), uploaded to x->in, aux[0] and aux[2]. */
+static void fused_inputs(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols,
+                         uint64_t seed, void **res_in, void **gamma) {
   const int es = collgen__dtype_bytes(dt);
   const size_t bytes = (size_t)(rows * cols) * (size_t)es;
   uint64_t state = seed | 1;
   for (int r = 0; r < x->nranks; ++r) collgen__ref_fill_random(dt, x->host[r], rows * cols, &state);
-  void *res_in = malloc(bytes + 1), *gamma = malloc((size_t)cols * es), *ref_res = malloc(bytes + 1);
-  collgen__ref_fill_random(dt, res_in, rows * cols, &state);
-  collgen__ref_fill_random(dt, gamma, cols, &state);
+  *res_in = malloc(bytes + 1);
+  *gamma = malloc((size_t)cols * es);
+  collgen__ref_fill_random(dt, *res_in, rows * cols, &state);
+  collgen__ref_fill_random(dt, *gamma, cols, &state);
+  RANK_CHECK(x->rep, x->rank,
+             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK &&
+             collgen__dev_upload(x->c, x->rank, x->aux[0], *res_in, bytes) == COLLGEN_OK &&
+             collgen__dev_upload(x->c, x->rank, x->aux[2], *gamma, (size_t)cols * es) == COLLGEN_OK,
+             "upload");
+}
+
+/* Waits for rank x's stream and checks its communicator. */
+static void rank_sync(rank_ctx *x) {
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
+             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+}
+
+/* One checked fused call (rows x cols, inputs from fused_inputs), in place
+** or not; reports the hashes of both outputs in slot `slot`. */
+static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols, int inplace,
+                        uint64_t seed, int slot) {
+  const int es = collgen__dtype_bytes(dt);
+  const size_t bytes = (size_t)(rows * cols) * (size_t)es;
+  void *res_in, *gamma, *ref_res = malloc(bytes + 1);
+  fused_inputs(x, dt, rows, cols, seed, &res_in, &gamma);
   const float w = 1.0f;
-  if (mode == ROUTE_AUTO) {
+  if (route == ROUTE_AUTO) {
     collgen__ref_allreduce_residual_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host,
                                             res_in, gamma, 1e-5f, w, x->want, ref_res);
   } else {
@@ -186,12 +210,9 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
   }
   void *d_res_in = x->aux[0], *d_res_out = inplace ? d_res_in : x->aux[1], *d_gamma = x->aux[2];
   RANK_CHECK(x->rep, x->rank,
-             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK &&
-             collgen__dev_upload(x->c, x->rank, d_res_in, res_in, bytes) == COLLGEN_OK &&
-             collgen__dev_upload(x->c, x->rank, d_gamma, gamma, (size_t)cols * es) == COLLGEN_OK &&
              collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes) == COLLGEN_OK &&
              (inplace || collgen__dev_fill(x->c, x->rank, d_res_out, 0xff, bytes) == COLLGEN_OK),
-             "upload");
+             "poison");
   int64_t shape[2] = {rows, cols};
   int rc = x->replay ? graph_replay(x)
                      : collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, d_res_in,
@@ -199,8 +220,7 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
                                                                w, 0, x->s);
   RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fused %lld x %lld%s: %s", (long long)rows,
              (long long)cols, x->replay ? " (graph)" : "", collgen_comm_last_error(x->c));
-  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
-             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+  rank_sync(x);
   RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, d_res_out, bytes) ==
              COLLGEN_OK, "download");
   RANK_CHECK(x->rep, x->rank, memcmp(x->got, ref_res, bytes) == 0,
@@ -214,6 +234,55 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
   free(res_in);
   free(gamma);
   free(ref_res);
+}
+
+/* One checked collgen_rank_allreduce_residual_rmsnorm_fp8 (rows x cols,
+** residual in place): residual_out bit for bit, every row's e4m3 codes and
+** scale against the reference (collgen__ref_fp8_row_ok); reports the hash
+** of codes and scales in slot `slot`. */
+static void fp8_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols,
+                      collgen_fp8_mode_t mode, uint64_t seed, int slot) {
+  const int es = collgen__dtype_bytes(dt), dyn = mode == COLLGEN_FP8_DYNAMIC;
+  const size_t bytes = (size_t)(rows * cols) * (size_t)es, codes = (size_t)(rows * cols);
+  const float w = 0.0f, static_scale = 1.0f / 64;
+  void *res_in, *gamma, *ref_res = malloc(bytes + 1), *ref_normed = malloc(bytes + 1);
+  fused_inputs(x, dt, rows, cols, seed, &res_in, &gamma);
+  collgen__ref_allreduce_residual_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host,
+                                          res_in, gamma, 1e-5f, w, ref_normed, ref_res);
+  uint8_t *q = (uint8_t *)x->got;
+  float *scales = (float *)((char *)x->got + (codes + 255) / 256 * 256);
+  float *d_scales = (float *)(void *)((char *)x->out + (codes + 255) / 256 * 256);
+  RANK_CHECK(x->rep, x->rank, collgen__dev_fill(x->c, x->rank, x->out, 0xff, codes + 4096 +
+                                                (size_t)rows * sizeof(float)) == COLLGEN_OK, "poison");
+  int64_t shape[2] = {rows, cols};
+  int rc = collgen_rank_allreduce_residual_rmsnorm_fp8(
+      x->c, dt, 2, shape, x->in, x->aux[0], x->out, dyn ? d_scales : NULL, x->aux[0], x->aux[2],
+      1e-5f, w, mode, dyn ? 0.0f : static_scale, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fp8 %lld x %lld: %s", (long long)rows,
+             (long long)cols, collgen_comm_last_error(x->c));
+  rank_sync(x);
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->want, x->aux[0], bytes) ==
+             COLLGEN_OK && memcmp(x->want, ref_res, bytes) == 0,
+             "fp8 dtype %d %lld x %lld: residual_out differs from the reference", (int)dt,
+             (long long)rows, (long long)cols);
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out,
+                                                    (size_t)((char *)scales - (char *)q) +
+                                                        (size_t)rows * sizeof(float)) == COLLGEN_OK,
+             "download");
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t col = 0;
+    RANK_CHECK(x->rep, x->rank,
+               collgen__ref_fp8_row_ok(dt, ref_res, gamma, row, cols, 1e-5f, w, mode, static_scale,
+                                       q + row * cols, dyn ? scales[row] : 0.0f, &col),
+               "fp8 mode %d dtype %d %lld x %lld: row %lld: %s at col %lld", (int)mode, (int)dt,
+               (long long)rows, (long long)cols, (long long)row,
+               col < 0 ? "wrong scale" : "wrong code", (long long)col);
+  }
+  x->rep->hash[x->rank][slot] = fnv(q, codes) ^ (dyn ? fnv(scales, (size_t)rows * 4) * 3 : 0);
+  free(res_in);
+  free(gamma);
+  free(ref_res);
+  free(ref_normed);
 }
 
 /* One checked allgather_rmsnorm: rank r's shard has rows0 + r * step rows. */
@@ -262,6 +331,7 @@ static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t
 }
 
 static const int64_t RANK_SIZES[] = {1, 7, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
+#define RANK_CAP ((size_t)(3 * (1 << 20) + 5) * 4) /* bytes of the largest call */
 
 static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
 
@@ -284,12 +354,12 @@ static void rank_open(rank_ctx *x, rank_report *rep, const collgen_unique_id_t *
   int rc = collgen_comm_init_rank(&x->c, nranks, id, rank, device, &o);
   RANK_CHECK(rep, rank, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
   collgen_comm_info_t info;
-  const collgen_transport_t want = mode == ROUTE_AUTO ? COLLGEN_TRANSPORT_P2P : COLLGEN_TRANSPORT_NCCL;
+  const collgen_transport_t want = route == ROUTE_AUTO ? COLLGEN_TRANSPORT_P2P : COLLGEN_TRANSPORT_NCCL;
   RANK_CHECK(rep, rank, collgen_comm_info(x->c, &info) == COLLGEN_OK &&
-             info.route[nranks - 1][0] == want && info.nhosts == (mode == ROUTE_TWO_HOSTS ? 2 : 1),
+             info.route[nranks - 1][0] == want && info.nhosts == (route == ROUTE_TWO_HOSTS ? 2 : 1),
              "the group of all %d ranks routes %d, expected %d (%d hosts)", nranks,
              (int)info.route[nranks - 1][0], (int)want, info.nhosts);
-  const size_t cap = (size_t)(3 * (1 << 20) + 5) * 4;
+  const size_t cap = RANK_CAP;
   for (int r = 0; r < nranks; ++r) x->host[r] = malloc(cap);
   x->want = malloc(cap);
   x->got = malloc(cap);
@@ -310,6 +380,28 @@ static void rank_close(rank_ctx *x) {
   for (int r = 0; r < x->nranks; ++r) free(x->host[r]);
   free(x->want);
   free(x->got);
+}
+
+/* Graph replay with new data of allreduce calls on x->in (LL, and a
+** two-shot size): capture one call, replay it five times. */
+static void graph_rounds(rank_ctx *x, uint64_t seed) {
+  const int64_t graph_sizes[2] = {4097, 1 << 20};
+  for (int k = 0; k < 2; ++k) {
+    int64_t n = graph_sizes[k];
+    CUgraph g;
+    CUgraphExec ge;
+    rank_round(x, COLLGEN_DTYPE_BF16, n, 0, seed + 77 + k, NULL); /* loads the kernel first */
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture(
+               (CUstream)x->s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+    int rc = collgen_rank_allreduce_sum(x->c, COLLGEN_DTYPE_BF16, 1, &n, x->in, x->out, 0, x->s);
+    RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured call: %s",
+               collgen_comm_last_error(x->c));
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &g) == CUDA_SUCCESS &&
+               collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+    for (int i = 0; i < 5; ++i) rank_round(x, COLLGEN_DTYPE_BF16, n, 0, seed + 500 + 10 * k + i, ge);
+    collgen__cu.cuGraphExecDestroy(ge);
+    collgen__cu.cuGraphDestroy(g);
+  }
 }
 
 /* Captures one call of each norm op in a CUDA graph and replays it on new
@@ -356,7 +448,6 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
                        uint64_t seed) {
   rank_ctx x;
   rank_open(&x, rep, id, nranks, rank, 60000);
-  int rc;
   /* the norm ops: LL and barrier algorithms, row pieces past the staging */
   static const int64_t fused_shapes[][2] = {{1, 4096}, {8, 8192}, {128, 4096}, {300, 5120},
                                             {700, 4096}};
@@ -379,23 +470,70 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
     for (size_t k = 0; k < sizeof RANK_SIZES / sizeof RANK_SIZES[0]; ++k)
       for (int inplace = 0; inplace < 2; ++inplace)
         rank_round(&x, dts[d], RANK_SIZES[k], inplace, seed + 1000 * ++round, NULL);
-  /* graph replay with new data: LL, and a staged two-shot size */
-  const int64_t graph_sizes[2] = {4097, 1 << 20};
-  for (int k = 0; k < 2; ++k) {
-    int64_t n = graph_sizes[k];
-    CUgraph g;
-    CUgraphExec ge;
-    rank_round(&x, COLLGEN_DTYPE_BF16, n, 0, seed + 77 + k, NULL); /* loads the kernel first */
-    RANK_CHECK(rep, rank, collgen__cu.cuStreamBeginCapture((CUstream)x.s, CU_STREAM_CAPTURE_MODE_GLOBAL) ==
-               CUDA_SUCCESS, "begin capture");
-    rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
-    RANK_CHECK(rep, rank, rc == COLLGEN_OK, "captured call: %s", collgen_comm_last_error(x.c));
-    RANK_CHECK(rep, rank, collgen__cu.cuStreamEndCapture((CUstream)x.s, &g) == CUDA_SUCCESS &&
-               collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
-    for (int i = 0; i < 5; ++i) rank_round(&x, COLLGEN_DTYPE_BF16, n, 0, seed + 500 + 10 * k + i, ge);
-    collgen__cu.cuGraphExecDestroy(ge);
-    collgen__cu.cuGraphDestroy(g);
-  }
+  graph_rounds(&x, seed);
+  rank_close(&x);
+  _exit(0);
+}
+
+/* Registered buffers: every op runs with its peer-read input in a
+** registered buffer (zero copy) and in an unregistered one (staged), from
+** the same seed: each run is checked against the reference (allreduce and
+** residual_out bit for bit, normed within its bound, FP8 codes and scales
+** by collgen__ref_fp8_row_ok) and the two give the same bytes (hashes).
+** Then graph replay with new data through the registered input, and the
+** staged path again after deregistering. */
+static void register_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
+                           uint64_t seed) {
+  rank_ctx x;
+  rank_open(&x, rep, id, nranks, rank, 60000);
+  void *plain = x.in, *reg = NULL;
+  collgen_buffer_t *h = NULL;
+  RANK_CHECK(rep, rank, collgen__dev_alloc(x.c, rank, RANK_CAP, &reg) == COLLGEN_OK, "alloc");
+  int rc = collgen_register_buffer(x.c, reg, RANK_CAP, &h);
+  RANK_CHECK(rep, rank, rc == COLLGEN_OK, "register: %s", collgen_comm_last_error(x.c));
+  uint64_t round = 0;
+  static const collgen_dtype_t two[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t k = 2; k < sizeof RANK_SIZES / sizeof RANK_SIZES[0]; ++k)
+      for (int inplace = 0; inplace < 2; ++inplace, ++round)
+        for (int registered = 1; registered >= 0; --registered) {
+          x.in = registered ? reg : plain;
+          rank_round(&x, two[d], RANK_SIZES[k], inplace, seed + 1000 * round, NULL);
+        }
+  int slot = 0;
+  uint64_t *hash = rep->hash[rank];
+  static const int64_t fused_shapes[][2] = {{8, 8192}, {128, 4096}, {700, 4096}};
+  for (size_t k = 0; k < 3; ++k, slot += 2)
+    for (int registered = 1; registered >= 0; --registered) {
+      x.in = registered ? reg : plain;
+      fused_round(&x, COLLGEN_DTYPE_BF16, fused_shapes[k][0], fused_shapes[k][1], 1,
+                  seed + 7 * (uint64_t)slot, slot + !registered);
+    }
+  static const int64_t gather_shapes[][2] = {{64, 8192}, {200, 1000}};
+  for (size_t k = 0; k < 2; ++k, slot += 2)
+    for (int registered = 1; registered >= 0; --registered) {
+      x.in = registered ? reg : plain;
+      gather_round(&x, COLLGEN_DTYPE_BF16, gather_shapes[k][0], 1, gather_shapes[k][1],
+                   seed + 11 * (uint64_t)slot, slot + !registered);
+    }
+  static const collgen_fp8_mode_t modes[] = {COLLGEN_FP8_DYNAMIC, COLLGEN_FP8_STATIC};
+  for (size_t m = 0; m < 2; ++m)
+    for (size_t k = 0; k < 2; ++k, slot += 2)
+      for (int registered = 1; registered >= 0; --registered) {
+        x.in = registered ? reg : plain;
+        fp8_round(&x, COLLGEN_DTYPE_BF16, fused_shapes[k][0], fused_shapes[k][1], modes[m],
+                  seed + 13 * (uint64_t)slot, slot + !registered);
+      }
+  for (int k = 0; k < slot; k += 2)
+    RANK_CHECK(rep, rank, hash[k] == hash[k + 1], "output %d: registered and staged inputs "
+               "gave different bytes", k / 2);
+  x.in = reg;
+  graph_rounds(&x, seed + 4242);
+  RANK_CHECK(rep, rank, collgen_deregister_buffer(x.c, h) == COLLGEN_OK, "deregister: %s",
+             collgen_comm_last_error(x.c));
+  rank_round(&x, COLLGEN_DTYPE_BF16, 1 << 20, 0, seed + 99, NULL); /* staged now */
+  collgen__dev_free(x.c, rank, reg);
+  x.in = plain;
   rank_close(&x);
   _exit(0);
 }
@@ -421,7 +559,12 @@ static rank_report *report_new(void) {
   return rep;
 }
 
-static void run_ranks(int nranks) {
+typedef void (*rank_child_fn)(rank_report *rep, const collgen_unique_id_t *id, int nranks,
+                              int rank, uint64_t seed);
+
+/* Forks `nranks` ranks running child; each must pass, and every rank must
+** report the same output hashes. */
+static void run_ranks(int nranks, rank_child_fn child) {
   collgen_unique_id_t id;
   cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
   rank_report *rep = report_new();
@@ -429,7 +572,7 @@ static void run_ranks(int nranks) {
   pid_t pids[8];
   for (int r = 0; r < nranks; ++r) {
     pids[r] = fork();
-    if (pids[r] == 0) rank_child(rep, &id, nranks, r, seed);
+    if (pids[r] == 0) child(rep, &id, nranks, r, seed);
   }
   for (int r = 0; r < nranks; ++r) {
     int status = 0;
@@ -444,7 +587,9 @@ static void run_ranks(int nranks) {
   munmap(rep, sizeof *rep);
 }
 
-Test(rank, two_processes_allreduce_every_dtype_size_and_graph, .timeout = 600) { run_ranks(2); }
+Test(rank, two_processes_allreduce_every_dtype_size_and_graph, .timeout = 600) { run_ranks(2, rank_child); }
+
+Test(rank, four_processes_mapped_onto_the_gpus, .timeout = 600) { run_ranks(4, rank_child); }
 
 /* Why the NCCL tests cannot run here ("" if they can), found in a forked
 ** process (this one must not initialize CUDA before it forks the ranks):
@@ -469,14 +614,14 @@ static void nccl_unavailable(char *why, size_t n) {
   waitpid(pid, NULL, 0);
 }
 
-/* Every round of the two-process test on the NCCL path (and auto picking
-** P2P is checked by the test above: rank_open asserts the route). */
+/* Every round of the two-process test on the NCCL path (auto picking P2P
+** is checked by the tests above: rank_open asserts the route). */
 static void run_nccl(route_mode m) {
   char why[512];
   nccl_unavailable(why, sizeof why);
   if (why[0]) cr_skip_test("NCCL path not tested: %s", why);
-  mode = m;
-  run_ranks(2);
+  route = m;
+  run_ranks(2, rank_child);
 }
 
 Test(rank, two_processes_over_nccl_every_op_and_graph, .timeout = 900) { run_nccl(ROUTE_NCCL); }
@@ -485,7 +630,9 @@ Test(rank, two_simulated_hosts_over_nccl_sockets_every_op_and_graph, .timeout = 
   run_nccl(ROUTE_TWO_HOSTS);
 }
 
-Test(rank, four_processes_mapped_onto_the_gpus, .timeout = 600) { run_ranks(4); }
+Test(rank, registered_inputs_give_the_staged_bits_and_replay_in_graphs, .timeout = 600) {
+  run_ranks(2, register_child);
+}
 
 /* A peer process is SIGKILLed after joining. The survivor's next call
 ** gives up within its 1500 ms bound and reports COLLGEN_ERR_TIMEOUT naming

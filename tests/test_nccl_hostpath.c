@@ -19,26 +19,19 @@
 #include "collgen.h"
 #include "comm_internal.h"
 #include "devbuf.h"
-#include "fake_cuda.h"
 #include "fake_nccl.h"
 #include "rank_fork.h"
-#include "test_util.h"
 
-static char dir[256];
-static fake_cuda_stats_t *cu;
 static fake_nccl_stats_t *nc;
 
 static void init(void) {
-  tu_make_temp_dir(dir, sizeof dir);
-  cu = fake_cuda_use(FAKE_CUDA_PATH);
+  rank_fork_setup();
   nc = fake_nccl_use(FAKE_NCCL_PATH);
-  cr_assert(cu && nc, "%s", dlerror());
+  cr_assert(nc, "%s", dlerror());
   unsetenv("COLLGEN_TRANSPORT");
 }
 
-static void fini(void) { tu_remove_tree(dir); }
-
-TestSuite(nccl_path, .init = init, .fini = fini);
+TestSuite(nccl_path, .init = init, .fini = rank_fork_teardown);
 
 /* Rank `rank` of two, on "host-<rank>" (so every group of two is NCCL). */
 static collgen_comm_t *two_hosts_rank(report_t *rep, const collgen_unique_id_t *id, int rank) {
@@ -47,7 +40,7 @@ static collgen_comm_t *two_hosts_rank(report_t *rep, const collgen_unique_id_t *
   setenv("COLLGEN_TEST_HOST_ID", host, 1);
   collgen_comm_options_t o;
   collgen_comm_options_init(&o);
-  o.cache_dir = dir;
+  o.cache_dir = cache_dir;
   o.timeout_ms = 5000;
   o.staging_bytes = 2u << 20;
   collgen_comm_t *c = NULL;
@@ -66,7 +59,7 @@ static int call_is(int i, const char *fn, const void *send, const void *recv, si
 }
 
 static void reset(void) {
-  memset(cu, 0, sizeof *cu);
+  memset(stats, 0, sizeof *stats);
   nc->calls = 0;
 }
 
@@ -87,10 +80,10 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
   CHILD_CHECK(rep, rank, 2, rc == COLLGEN_OK && nc->calls == 1 &&
               call_is(0, "ncclAllReduce", in, out, 5000, 9, -1, s) && nc->log[0].op == 0 &&
-              nc->log[0].comm_rank == rank && cu->launches == 0 && cu->copies == 0,
+              nc->log[0].comm_rank == rank && stats->launches == 0 && stats->copies == 0,
               "allreduce: %s; %ld NCCL calls (%s count %zu type %d), %ld launches",
               collgen_comm_last_error(c), nc->calls, nc->log[0].fn, nc->log[0].count,
-              nc->log[0].dtype, cu->launches);
+              nc->log[0].dtype, stats->launches);
   reset();
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, &n, in + 4, in + 4, 0, s);
   CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK && call_is(0, "ncclAllReduce", in + 4, in + 4, 5000, 7, -1, s),
@@ -98,7 +91,7 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   /* groups of one stay local: a copy, no NCCL */
   reset();
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F16, 1, &n, in, out, 1, s);
-  CHILD_CHECK(rep, rank, 4, rc == COLLGEN_OK && nc->calls == 0 && cu->copies == 1,
+  CHILD_CHECK(rep, rank, 4, rc == COLLGEN_OK && nc->calls == 0 && stats->copies == 1,
               "group of one: %s, %ld NCCL calls", collgen_comm_last_error(c), nc->calls);
   /* allgather_rmsnorm, uneven shards (3 and 5 rows of 256 f16): send and
   ** receive in one NCCL group, a copy of the own shard, then the local
@@ -109,7 +102,7 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   reset();
   rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_F16, 2, shards, in, nrm, res, gam, 1e-5f,
                                       0.0f, 0, s);
-  const fake_cuda_launch_t *l = &cu->log[0];
+  const fake_cuda_launch_t *l = &stats->log[0];
   CHILD_CHECK(rep, rank, 5, rc == COLLGEN_OK, "uneven allgather: %s", collgen_comm_last_error(c));
   CHILD_CHECK(rep, rank, 6, nc->calls == 4 && call_is(0, "ncclGroupStart", NULL, NULL, 0, -1, -1, NULL) &&
               call_is(1, "ncclSend", in, NULL, mine, 6, 1 - rank, s) &&
@@ -117,12 +110,12 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
               call_is(3, "ncclGroupEnd", NULL, NULL, 0, -1, -1, NULL),
               "uneven allgather: %ld NCCL calls: %s %s %s", nc->calls, nc->log[0].fn,
               nc->log[1].fn, nc->log[2].fn);
-  CHILD_CHECK(rep, rank, 7, cu->copies == 1 && cu->launches == 1 && l->params.in[0] == res &&
+  CHILD_CHECK(rep, rank, 7, stats->copies == 1 && stats->launches == 1 && l->params.in[0] == res &&
               l->params.residual == res && l->params.normed == nrm && l->params.gamma == gam &&
               l->params.count == 8 && l->params.rank == 0 && l->params.group_base == (unsigned)rank &&
               l->params.row_start[1] == 8,
-              "uneven allgather: %ld copies, %ld launches, in %p count %llu", cu->copies,
-              cu->launches, l->params.in[0], l->params.count);
+              "uneven allgather: %ld copies, %ld launches, in %p count %llu", stats->copies,
+              stats->launches, l->params.in[0], l->params.count);
   /* equal shards: one ncclAllGather */
   int64_t eq[2] = {4, 256};
   const int64_t *eqs[2] = {eq, eq};
@@ -130,8 +123,8 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, eqs, in, nrm, res, gam, 1e-5f,
                                       1.0f, 0, s);
   CHILD_CHECK(rep, rank, 8, rc == COLLGEN_OK && nc->calls == 1 &&
-              call_is(0, "ncclAllGather", in, res, 4 * 256, 9, -1, s) && cu->launches == 1 &&
-              cu->log[0].params.count == 8 && cu->log[0].params.in[0] == res,
+              call_is(0, "ncclAllGather", in, res, 4 * 256, 9, -1, s) && stats->launches == 1 &&
+              stats->log[0].params.count == 8 && stats->log[0].params.in[0] == res,
               "equal allgather: %s, %ld calls", collgen_comm_last_error(c), nc->calls);
   /* the fused op: NCCL sums x into this rank's staging area, the local
   ** kernel adds the residual and normalizes from there */
@@ -140,23 +133,23 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   reset();
   rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in, out, nrm, res,
                                                gam, 1e-6f, 0.0f, 0, s);
-  l = &cu->log[0];
+  l = &stats->log[0];
   CHILD_CHECK(rep, rank, 9, rc == COLLGEN_OK && nc->calls == 1 &&
-              call_is(0, "ncclAllReduce", in, staging, 8 * 512, 9, -1, s) && cu->launches == 1 &&
+              call_is(0, "ncclAllReduce", in, staging, 8 * 512, 9, -1, s) && stats->launches == 1 &&
               l->params.in[0] == staging && l->params.residual_in == out &&
               l->params.out[0] == res && l->params.normed == nrm && l->params.count == 8 &&
               l->params.rank == 0,
               "fused: %s, %ld calls, %ld launches", collgen_comm_last_error(c), nc->calls,
-              cu->launches);
+              stats->launches);
   /* refusals come before any NCCL call or launch: misaligned, overlapping */
   reset();
   rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in + 2, out, nrm,
                                                res, gam, 1e-6f, 0.0f, 0, s);
-  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_ERR_ALIGNMENT && nc->calls == 0 && cu->launches == 0,
+  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_ERR_ALIGNMENT && nc->calls == 0 && stats->launches == 0,
               "misaligned x: %s", collgen_status_name(rc));
   rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, eqs, in, res, res, gam, 1e-5f,
                                       0.0f, 0, s);
-  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0 && cu->launches == 0,
+  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0 && stats->launches == 0,
               "normed == residual: %s", collgen_status_name(rc));
   /* abort: NCCL's abort, and destroy then destroys nothing twice */
   CHILD_CHECK(rep, rank, 12, collgen_comm_abort(c) == COLLGEN_OK && nc->aborts == 1 && nc->live == 0,
@@ -164,11 +157,11 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
   CHILD_CHECK(rep, rank, 13, rc == COLLGEN_ERR_ABORTED, "after abort: %s", collgen_status_name(rc));
   collgen__dev_stream_destroy(c, rank, s);
-  const long live = cu->vmm_handles; /* (reset() zeroed the count) */
+  const long live = stats->vmm_handles; /* (reset() zeroed the count) */
   collgen_comm_destroy(c);
-  CHILD_CHECK(rep, rank, 14, nc->destroys == 0 && cu->vmm_handles == live - 2,
+  CHILD_CHECK(rep, rank, 14, nc->destroys == 0 && stats->vmm_handles == live - 2,
               "destroy after abort: %ld NCCL destroys, %ld of 2 VMM handles left", nc->destroys,
-              cu->vmm_handles - live + 2);
+              stats->vmm_handles - live + 2);
   free(in);
   free(out);
   free(res);
@@ -249,7 +242,7 @@ static void callback_child(report_t *rep, const collgen_unique_id_t *id, int ran
   setenv("COLLGEN_TEST_HOST_ID", host, 1);
   collgen_comm_options_t o;
   collgen_comm_options_init(&o);
-  o.cache_dir = dir;
+  o.cache_dir = cache_dir;
   o.staging_bytes = 2u << 20;
   collgen_comm_t *c = NULL;
   int me = rank;
@@ -262,8 +255,8 @@ static void callback_child(report_t *rep, const collgen_unique_id_t *id, int ran
               info.route[1][0] == (apart ? COLLGEN_TRANSPORT_NCCL : COLLGEN_TRANSPORT_P2P),
               "hosts %d p2p %d route %d", info.nhosts, info.p2p[0][1], (int)info.route[1][0]);
   /* apart: only this rank's own two buffers; one host: the peer's too */
-  CHILD_CHECK(rep, rank, 3, cu->vmm_handles == (apart ? 2 : 4) && nc->inits == apart,
-              "%ld VMM handles, %ld NCCL inits", cu->vmm_handles, nc->inits);
+  CHILD_CHECK(rep, rank, 3, stats->vmm_handles == (apart ? 2 : 4) && nc->inits == apart,
+              "%ld VMM handles, %ld NCCL inits", stats->vmm_handles, nc->inits);
   collgen_comm_destroy(c);
   _exit(0);
 }

@@ -21,36 +21,9 @@
 
 #include "collgen.h"
 #include "devbuf.h"
-#include "fake_cuda.h"
 #include "rank_fork.h"
-#include "test_util.h"
 
-static char cache_dir[256];
-static fake_cuda_stats_t *stats;
-
-static void setup(void) {
-  tu_make_temp_dir(cache_dir, sizeof cache_dir);
-  stats = fake_cuda_use(FAKE_CUDA_PATH);
-  cr_assert(stats, "%s", dlerror());
-}
-
-static void teardown(void) { tu_remove_tree(cache_dir); }
-
-TestSuite(rank_hostpath, .init = setup, .fini = teardown);
-
-static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
-                                  int rank) {
-  collgen_comm_options_t o;
-  collgen_comm_options_init(&o);
-  o.cache_dir = cache_dir;
-  o.timeout_ms = 5000;
-  o.staging_bytes = 8u << 20;
-  collgen_comm_t *c = NULL;
-  int rc = collgen_comm_init_rank(&c, nranks, id, rank, rank % 2, &o);
-  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_OK, "init_rank: %s: %s", collgen_status_name(rc),
-              collgen_last_error());
-  return c;
-}
+TestSuite(rank_hostpath, .init = rank_fork_setup, .fini = rank_fork_teardown);
 
 /* Two processes: both create their rank, every rank's signal buffer is
 ** mapped in both (a byte written by one is read by the other), an LL-sized
@@ -58,9 +31,8 @@ static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, 
 ** the staging area the other process reads); the one-process calls are
 ** refused on this communicator and vice versa; destroy releases every VMM
 ** handle. */
-static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
-                            int pipe_w, int pipe_r) {
-  (void)nranks;
+static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                            int pipe_r) {
   (void)pipe_w;
   (void)pipe_r;
   collgen_comm_t *c = child_comm(rep, id, 2, rank);
@@ -140,13 +112,12 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   _exit(0);
 }
 
-Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_ranks(two_ranks_child, 2); }
+Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_two(two_ranks_child); }
 
 /* An abort in one process overwrites the other process's signal buffer
 ** too (through its mapping), so that process's kernels would stop. */
-static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
-                        int pipe_w, int pipe_r) {
-  (void)nranks;
+static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                        int pipe_r) {
   collgen_comm_t *c = child_comm(rep, id, 2, rank);
   char byte = 0;
   if (rank == 0) {
@@ -164,7 +135,7 @@ static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
   _exit(0);
 }
 
-Test(rank_hostpath, an_abort_reaches_the_other_process) { run_ranks(abort_child, 2); }
+Test(rank_hostpath, an_abort_reaches_the_other_process) { run_two(abort_child); }
 
 /* A rank that never comes: the other gets COLLGEN_ERR_TIMEOUT naming it,
 ** within the bound. */

@@ -19,28 +19,20 @@
 #include "collgen.h"
 #include "comm_internal.h"
 #include "devbuf.h"
-#include "fake_cuda.h"
 #include "fake_nccl.h"
 #include "rank_fork.h"
-#include "test_util.h"
 
-static char cache_dir[256];
-static fake_cuda_stats_t *cuda;
 static fake_nccl_stats_t *nccl;
 
 static void setup(void) {
-  tu_make_temp_dir(cache_dir, sizeof cache_dir);
-  cuda = fake_cuda_use(FAKE_CUDA_PATH);
-  cr_assert(cuda, "%s", dlerror());
+  rank_fork_setup();
   nccl = fake_nccl_use(FAKE_NCCL_PATH);
   cr_assert(nccl, "%s", dlerror());
   unsetenv("COLLGEN_TRANSPORT");
   unsetenv("COLLGEN_TEST_HOST_ID");
 }
 
-static void teardown(void) { tu_remove_tree(cache_dir); }
-
-TestSuite(route, .init = setup, .fini = teardown);
+TestSuite(route, .init = setup, .fini = rank_fork_teardown);
 
 /* Rank `rank` on device `rank`, with a transport option; NULL (and the
 ** status in *rc) on failure. */
@@ -100,7 +92,7 @@ static void route_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
               collgen_last_error());
   collgen_comm_info_t info;
   CHILD_CHECK(rep, rank, 2, collgen_comm_info(c, &info) == COLLGEN_OK, "info");
-  char got[256];
+  char got[96];
   routes_text(&info, got, sizeof got);
   CHILD_CHECK(rep, rank, 3, strcmp(got, k->routes) == 0, "routes \"%s\", expected \"%s\"", got,
               k->routes);
@@ -121,8 +113,8 @@ static void route_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
                 (const char *)nccl->last_id);
   collgen_comm_destroy(c);
   CHILD_CHECK(rep, rank, 8, nccl->live == 0 && nccl->destroys == k->nccl_inits &&
-              cuda->vmm_handles == 0, "after destroy: %ld NCCL communicators, %ld VMM handles",
-              nccl->live, cuda->vmm_handles);
+              stats->vmm_handles == 0, "after destroy: %ld NCCL communicators, %ld VMM handles",
+              nccl->live, stats->vmm_handles);
   _exit(0);
 }
 
@@ -167,11 +159,11 @@ static void forced_p2p_child(report_t *rep, const collgen_unique_id_t *id, int r
   CHILD_CHECK(rep, rank, 2, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
   int64_t n = 1024;
   float *buf = aligned_alloc(256, 4096);
-  memset(cuda, 0, sizeof *cuda);
+  memset(stats, 0, sizeof *stats);
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, &n, buf, buf, 0, s);
   CHILD_CHECK(rep, rank, 3, rc == COLLGEN_ERR_NO_P2P &&
               strstr(collgen_comm_last_error(c), "ranks 0 (device 0) and 1 (device 1)") &&
-              strstr(collgen_comm_last_error(c), "different hosts") && cuda->launches == 0,
+              strstr(collgen_comm_last_error(c), "different hosts") && stats->launches == 0,
               "%s: %s", collgen_status_name(rc), collgen_comm_last_error(c));
   /* groups of one still run */
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, &n, buf, buf, 1, s);
@@ -197,7 +189,7 @@ static void holes_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
   CHILD_CHECK(rep, rank, 1, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
   collgen_comm_info_t info;
   collgen_comm_info(c, &info);
-  char got[256];
+  char got[96];
   routes_text(&info, got, sizeof got);
   const char *want = "s1:p2p,p2p,p2p,p2p s2:p2p,p2p s4:nccl";
   CHILD_CHECK(rep, rank, 2, strcmp(got, want) == 0, "routes \"%s\", expected \"%s\"", got, want);
@@ -280,7 +272,7 @@ static void mismatch_child(report_t *rep, const collgen_unique_id_t *id, int ran
                                 rank ? COLLGEN_TRANSPORT_AUTO : COLLGEN_TRANSPORT_NCCL, &rc);
   CHILD_CHECK(rep, rank, 1, rc == COLLGEN_ERR_INVALID_ARG && !c &&
               strstr(collgen_last_error(), "different transports (") &&
-              cuda->vmm_handles == 0 && nccl->inits == 0,
+              stats->vmm_handles == 0 && nccl->inits == 0,
               "%s: %s", collgen_status_name(rc), collgen_last_error());
   _exit(0);
 }
@@ -305,8 +297,8 @@ static void missing_child(report_t *rep, const collgen_unique_id_t *id, int rank
   CHILD_CHECK(rep, rank, 1, rc == COLLGEN_ERR_NO_NCCL && !c, "%s: %s", collgen_status_name(rc), e);
   CHILD_CHECK(rep, rank, 2, strstr(e, missing_on_rank0 ? "rank 0" : "rank 1") &&
               strstr(e, "/nonexistent/libnccl.so.2") && strstr(e, "COLLGEN_NCCL_LIBRARY"), "%s", e);
-  CHILD_CHECK(rep, rank, 3, cuda->vmm_handles == 0 && nccl->live == 0 && nccl->inits == 0,
-              "left %ld VMM handles, %ld NCCL communicators", cuda->vmm_handles, nccl->live);
+  CHILD_CHECK(rep, rank, 3, stats->vmm_handles == 0 && nccl->live == 0 && nccl->inits == 0,
+              "left %ld VMM handles, %ld NCCL communicators", stats->vmm_handles, nccl->live);
   _exit(0);
 }
 

@@ -82,6 +82,11 @@ typedef struct {
 int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *o);
 void cli_pregen_free(cli_pregen_opts *o);
 
+/* `collgen demo [--processes [N]]`: *processes is 0 without the flag (one
+** process drives every GPU), N when given (2..8), or -1 for "one process per
+** visible GPU". Returns 0, 2 or CLI_HELP. */
+int cli_demo_parse(int argc, char **argv, int *processes);
+
 /* Checks that the entry of `hex_key` (64 hex digits) is on disk, whole and
 ** valid, in the cache directory `dir`. Returns 1, or 0 with the reason in
 ** why. */

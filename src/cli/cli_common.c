@@ -379,3 +379,23 @@ int cli_entry_on_disk(const char *dir, const char *hex_key, char *why, size_t n)
   if (!ok) snprintf(why, n, "no valid entry %.12s... in %s", hex_key, dir);
   return ok;
 }
+
+int cli_demo_parse(int argc, char **argv, int *processes) {
+  *processes = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (cli_is_help(argv[i])) return CLI_HELP;
+    if (strcmp(argv[i], "--processes") != 0)
+      return cli_usage_error("demo", "unexpected argument '%s'", argv[i]);
+    if (*processes != 0) return cli_usage_error("demo", "--processes given twice");
+    *processes = -1;
+    if (i + 1 < argc && argv[i + 1][0] != '-') {
+      int64_t n = 0;
+      if (collgen__parse_int(argv[i + 1], 2, COLLGEN_MAX_DEVICES, &n) != 0)
+        return cli_usage_error("demo", "--processes: '%s' is not an integer in 2..%d",
+                               argv[i + 1], COLLGEN_MAX_DEVICES);
+      *processes = (int)n;
+      ++i;
+    }
+  }
+  return 0;
+}

@@ -1,14 +1,21 @@
 /*
 ** cmd_demo.c -- `collgen demo`, the main job. On a GPU machine it runs
 ** every op on every visible GPU (up to 8), checks them against the CPU
-** reference and prints timings. Without a GPU it generates and compiles the
-** demo's kernels into the cache and says why it stops there.
+** reference and prints timings: from one process driving every GPU, or
+** with --processes from one process per rank (collgen_comm_init_rank and
+** the collgen_rank_* calls; the forking is demo_processes.c's). Every
+** process makes every rank's inputs from the same fixed seed, so each can
+** check its own outputs against the full reference. Without a GPU it
+** generates and compiles the demo's kernels into the cache and says why it
+** stops there.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "demo_processes.h"
 #include "devbuf.h"
 #include "internal.h"
 #include "reference.h"
@@ -85,8 +92,12 @@ static int compile_only(const char *why) {
 typedef struct {
   collgen_comm_t *comm;
   int n;
+  int self; /* the rank this process drives, or -1 for all of them */
   collgen_stream_t streams[COLLGEN_MAX_DEVICES];
 } demo_ctx;
+
+/* 1 if this process holds rank r's buffers. */
+static int local(const demo_ctx *d, int r) { return d->self < 0 || d->self == r; }
 
 static double time_op(demo_ctx *d, int (*run)(demo_ctx *, void *), void *arg) {
   double best[ITERS];
@@ -108,6 +119,10 @@ typedef struct {
 
 static int run_ar(demo_ctx *d, void *vp) {
   ar_args *a = vp;
+  const int me = d->self;
+  if (me >= 0)
+    return collgen_rank_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, a->shape, a->in[me],
+                                      a->out[me], 0, d->streams[me]);
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
   return collgen_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, shapes,
@@ -123,13 +138,13 @@ static int demo_allreduce(demo_ctx *d) {
   int ok = expect && got;
   for (int r = 0; ok && r < d->n; ++r) {
     host_in[r] = malloc(bytes);
-    ok = host_in[r] && collgen__dev_alloc(d->comm, r, bytes, &a.in[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, bytes, &a.out[r]) == 0;
-    if (ok) {
-      fill_random(COLLGEN_DTYPE_BF16, host_in[r], n);
-      ok = collgen__dev_upload(d->comm, r, a.in[r], host_in[r], bytes) == 0 &&
-           collgen__dev_fill(d->comm, r, a.out[r], 0xff, bytes) == 0;
-    }
+    ok = host_in[r] != NULL;
+    if (ok) fill_random(COLLGEN_DTYPE_BF16, host_in[r], n);
+    if (!ok || !local(d, r)) continue;
+    ok = collgen__dev_alloc(d->comm, r, bytes, &a.in[r]) == 0 &&
+         collgen__dev_alloc(d->comm, r, bytes, &a.out[r]) == 0 &&
+         collgen__dev_upload(d->comm, r, a.in[r], host_in[r], bytes) == 0 &&
+         collgen__dev_fill(d->comm, r, a.out[r], 0xff, bytes) == 0;
   }
   int rc = ok ? run_ar(d, &a) : COLLGEN_ERR_CUDA;
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
@@ -137,6 +152,7 @@ static int demo_allreduce(demo_ctx *d) {
   if (rc == COLLGEN_OK) {
     collgen__ref_allreduce(COLLGEN_DTYPE_BF16, n, d->n, (const void *const *)host_in, expect);
     for (int r = 0; r < d->n; ++r) {
+      if (!local(d, r)) continue;
       collgen__dev_download(d->comm, r, got, a.out[r], bytes);
       if (memcmp(got, expect, bytes) != 0) mismatches++;
     }
@@ -146,13 +162,15 @@ static int demo_allreduce(demo_ctx *d) {
     printf("  allreduce_sum      FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  allreduce_sum      bf16 x %lld elems on %d GPU(s): %s, %.1f us (best of %d, "
+    printf("  allreduce_sum      bf16 x %lld elems on %d rank(s): %s, %.1f us (best of %d, "
            "%.1f GB/s algbw)\n", (long long)n, d->n,
            mismatches ? "MISMATCH vs CPU reference" : "bitwise equal to CPU reference", us,
            ITERS, (double)bytes / (us * 1e3));
   for (int r = 0; r < d->n; ++r) {
-    collgen__dev_free(d->comm, r, a.in[r]);
-    collgen__dev_free(d->comm, r, a.out[r]);
+    if (local(d, r)) {
+      collgen__dev_free(d->comm, r, a.in[r]);
+      collgen__dev_free(d->comm, r, a.out[r]);
+    }
     free(host_in[r]);
   }
   free(expect);
@@ -168,8 +186,13 @@ typedef struct {
 
 static int run_rms(demo_ctx *d, void *vp) {
   rms_args *a = vp;
+  const int me = d->self;
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shapes[r];
+  if (me >= 0)
+    return collgen_rank_allgather_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes, a->in[me],
+                                          a->normed[me], a->resid[me], a->gamma[me], 1e-6f, 1.0f,
+                                          0, d->streams[me]);
   return collgen_allgather_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes,
                                    (const void *const *)a->in, a->normed, a->resid,
                                    (const void *const *)a->gamma, 1e-6f, 1.0f, 0, d->streams);
@@ -195,17 +218,17 @@ static int demo_rmsnorm(demo_ctx *d) {
     size_t b = (size_t)(rows[r] * RMS_COLS) * 2;
     void *h = malloc(b);
     host_in[r] = h;
-    ok = h && collgen__dev_alloc(d->comm, r, b, &a.in[r]) == 0 &&
+    ok = h != NULL;
+    if (ok) fill_random(COLLGEN_DTYPE_BF16, h, rows[r] * RMS_COLS);
+    if (!ok || !local(d, r)) continue;
+    ok = collgen__dev_alloc(d->comm, r, b, &a.in[r]) == 0 &&
          collgen__dev_alloc(d->comm, r, out_bytes, &a.normed[r]) == 0 &&
          collgen__dev_alloc(d->comm, r, out_bytes, &a.resid[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, gbytes, &a.gamma[r]) == 0;
-    if (ok) {
-      fill_random(COLLGEN_DTYPE_BF16, h, rows[r] * RMS_COLS);
-      ok = collgen__dev_upload(d->comm, r, a.in[r], h, b) == 0 &&
-           collgen__dev_upload(d->comm, r, a.gamma[r], gamma, gbytes) == 0 &&
-           collgen__dev_fill(d->comm, r, a.normed[r], 0xff, out_bytes) == 0 &&
-           collgen__dev_fill(d->comm, r, a.resid[r], 0xff, out_bytes) == 0;
-    }
+         collgen__dev_alloc(d->comm, r, gbytes, &a.gamma[r]) == 0 &&
+         collgen__dev_upload(d->comm, r, a.in[r], h, b) == 0 &&
+         collgen__dev_upload(d->comm, r, a.gamma[r], gamma, gbytes) == 0 &&
+         collgen__dev_fill(d->comm, r, a.normed[r], 0xff, out_bytes) == 0 &&
+         collgen__dev_fill(d->comm, r, a.resid[r], 0xff, out_bytes) == 0;
   }
   int rc = ok ? run_rms(d, &a) : COLLGEN_ERR_CUDA;
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
@@ -214,6 +237,7 @@ static int demo_rmsnorm(demo_ctx *d) {
     collgen__ref_allgather_rmsnorm(COLLGEN_DTYPE_BF16, d->n, rows, RMS_COLS, host_in, gamma,
                                    1e-6f, 1.0f, normed, resid);
     for (int r = 0; r < d->n; ++r) {
+      if (!local(d, r)) continue;
       collgen__dev_download(d->comm, r, got, a.resid[r], out_bytes);
       if (memcmp(got, resid, out_bytes) != 0) bad++;
       collgen__dev_download(d->comm, r, got, a.normed[r], out_bytes);
@@ -235,14 +259,16 @@ static int demo_rmsnorm(demo_ctx *d) {
     printf("  allgather_rmsnorm  FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  allgather_rmsnorm  bf16 %lld x %d gathered on %d GPU(s): %s, %.1f us (best of %d)\n",
+    printf("  allgather_rmsnorm  bf16 %lld x %d gathered on %d rank(s): %s, %.1f us (best of %d)\n",
            (long long)total, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   for (int r = 0; r < d->n; ++r) {
-    collgen__dev_free(d->comm, r, a.in[r]);
-    collgen__dev_free(d->comm, r, a.normed[r]);
-    collgen__dev_free(d->comm, r, a.resid[r]);
-    collgen__dev_free(d->comm, r, a.gamma[r]);
+    if (local(d, r)) {
+      collgen__dev_free(d->comm, r, a.in[r]);
+      collgen__dev_free(d->comm, r, a.normed[r]);
+      collgen__dev_free(d->comm, r, a.resid[r]);
+      collgen__dev_free(d->comm, r, a.gamma[r]);
+    }
     free((void *)host_in[r]);
   }
   free(gamma);
@@ -261,6 +287,11 @@ typedef struct {
 /* In place: residual_out is residual_in (the timing loop keeps adding). */
 static int run_rr(demo_ctx *d, void *vp) {
   rr_args *a = vp;
+  const int me = d->self;
+  if (me >= 0)
+    return collgen_rank_allreduce_residual_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, a->shape,
+                                                   a->x[me], a->res[me], a->normed[me], a->res[me],
+                                                   a->gamma[me], 1e-6f, 0.0f, 0, d->streams[me]);
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
   return collgen_allreduce_residual_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes,
@@ -288,17 +319,17 @@ static int rr_inputs(demo_ctx *d, rr_args *a, const void **host_x, void *res, vo
   for (int r = 0; ok && r < d->n; ++r) {
     void *h = malloc(bytes);
     host_x[r] = h;
-    ok = h && collgen__dev_alloc(d->comm, r, bytes, &a->x[r]) == 0 &&
+    ok = h != NULL;
+    if (ok) fill_random(COLLGEN_DTYPE_BF16, h, n);
+    if (!ok || !local(d, r)) continue;
+    ok = collgen__dev_alloc(d->comm, r, bytes, &a->x[r]) == 0 &&
          collgen__dev_alloc(d->comm, r, bytes, &a->res[r]) == 0 &&
          collgen__dev_alloc(d->comm, r, out_bytes, &out[r]) == 0 &&
-         collgen__dev_alloc(d->comm, r, gbytes, &a->gamma[r]) == 0;
-    if (ok) {
-      fill_random(COLLGEN_DTYPE_BF16, h, n);
-      ok = collgen__dev_upload(d->comm, r, a->x[r], h, bytes) == 0 &&
-           collgen__dev_upload(d->comm, r, a->res[r], res, bytes) == 0 &&
-           collgen__dev_upload(d->comm, r, a->gamma[r], gamma, gbytes) == 0 &&
-           collgen__dev_fill(d->comm, r, out[r], 0xff, out_bytes) == 0;
-    }
+         collgen__dev_alloc(d->comm, r, gbytes, &a->gamma[r]) == 0 &&
+         collgen__dev_upload(d->comm, r, a->x[r], h, bytes) == 0 &&
+         collgen__dev_upload(d->comm, r, a->res[r], res, bytes) == 0 &&
+         collgen__dev_upload(d->comm, r, a->gamma[r], gamma, gbytes) == 0 &&
+         collgen__dev_fill(d->comm, r, out[r], 0xff, out_bytes) == 0;
   }
   return ok;
 }
@@ -306,10 +337,12 @@ static int rr_inputs(demo_ctx *d, rr_args *a, const void **host_x, void *res, vo
 /* Frees what rr_inputs allocated (and out[r]). */
 static void rr_free(demo_ctx *d, rr_args *a, const void **host_x, void **out) {
   for (int r = 0; r < d->n; ++r) {
-    collgen__dev_free(d->comm, r, a->x[r]);
-    collgen__dev_free(d->comm, r, a->res[r]);
-    collgen__dev_free(d->comm, r, out[r]);
-    collgen__dev_free(d->comm, r, a->gamma[r]);
+    if (local(d, r)) {
+      collgen__dev_free(d->comm, r, a->x[r]);
+      collgen__dev_free(d->comm, r, a->res[r]);
+      collgen__dev_free(d->comm, r, out[r]);
+      collgen__dev_free(d->comm, r, a->gamma[r]);
+    }
     free((void *)host_x[r]);
   }
 }
@@ -330,6 +363,7 @@ static int demo_residual_rmsnorm(demo_ctx *d) {
     collgen__ref_allreduce_residual_rmsnorm(bf, d->n, RR_ROWS, RMS_COLS, host_x, res, gamma, 1e-6f,
                                             0.0f, want_n, want_r);
     for (int r = 0; r < d->n; ++r) {
+      if (!local(d, r)) continue;
       collgen__dev_download(d->comm, r, got, a.res[r], bytes);
       bad += memcmp(got, want_r, bytes) != 0;
       collgen__dev_download(d->comm, r, got, a.normed[r], bytes);
@@ -348,7 +382,7 @@ static int demo_residual_rmsnorm(demo_ctx *d) {
     printf("  residual_rmsnorm   FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d GPU(s): %s, "
+    printf("  residual_rmsnorm   bf16 %d x %d allreduce + residual + RMSNorm on %d rank(s): %s, "
            "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   rr_free(d, &a, host_x, a.normed);
@@ -369,6 +403,12 @@ typedef struct {
 /* In place, as run_rr; normed as e4m3 with a scale per row. */
 static int run_fp8(demo_ctx *d, void *vp) {
   fp8_args *a = vp;
+  const int me = d->self;
+  if (me >= 0)
+    return collgen_rank_allreduce_residual_rmsnorm_fp8(
+        d->comm, COLLGEN_DTYPE_BF16, 2, a->rr.shape, a->rr.x[me], a->rr.res[me], a->q[me],
+        a->scales[me], a->rr.res[me], a->rr.gamma[me], 1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, 0,
+        d->streams[me]);
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->rr.shape;
   return collgen_allreduce_residual_rmsnorm_fp8(
@@ -392,8 +432,9 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
   float scales[RR_ROWS], want_s[RR_ROWS];
   int ok = want_r && want_q && q && rr_inputs(d, &a.rr, host_x, res, gamma, a.q, (size_t)n);
   for (int r = 0; ok && r < d->n; ++r)
-    ok = collgen__dev_alloc(d->comm, r, sizeof scales, (void **)&a.scales[r]) == 0 &&
-         collgen__dev_fill(d->comm, r, a.scales[r], 0xff, sizeof scales) == 0;
+    ok = !local(d, r) ||
+         (collgen__dev_alloc(d->comm, r, sizeof scales, (void **)&a.scales[r]) == 0 &&
+          collgen__dev_fill(d->comm, r, a.scales[r], 0xff, sizeof scales) == 0);
   int rc = ok ? run_fp8(d, &a) : COLLGEN_ERR_CUDA;
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
   int bad = 0;
@@ -405,6 +446,7 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
                                                 1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, want_q,
                                                 want_s, want_r);
     for (int r = 0; r < d->n; ++r) {
+      if (!local(d, r)) continue;
       collgen__dev_download(d->comm, r, res, a.rr.res[r], bytes);
       bad += memcmp(res, want_r, bytes) != 0;
       collgen__dev_download(d->comm, r, q, a.q[r], (size_t)n);
@@ -424,11 +466,12 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
     printf("  residual_rmsnorm   FP8 FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));
   else
-    printf("  residual_rmsnorm   bf16 %d x %d, normed as e4m3 with row scales, on %d GPU(s): %s, "
+    printf("  residual_rmsnorm   bf16 %d x %d, normed as e4m3 with row scales, on %d rank(s): %s, "
            "%.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
            bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
   rr_free(d, &a.rr, host_x, a.q);
-  for (int r = 0; r < d->n; ++r) collgen__dev_free(d->comm, r, a.scales[r]);
+  for (int r = 0; r < d->n; ++r)
+    if (local(d, r)) collgen__dev_free(d->comm, r, a.scales[r]);
   free(res);
   free(gamma);
   free(want_r);
@@ -437,16 +480,51 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
   return (rc != COLLGEN_OK && rc != COLLGEN_ERR_UNSUPPORTED) || bad;
 }
 
-int cmd_demo(int argc, char **argv) {
-  if (argc > 1) {
-    if (cli_is_help(argv[1])) {
-      puts("usage: collgen demo\nRuns every op on all visible GPUs (up to 8), checks them\n"
-           "against the CPU reference and prints timings.\n"
-           "Without a GPU, compiles the demo kernels into the cache instead.");
-      return 0;
-    }
-    return cli_usage_error("demo", "unexpected argument '%s'", argv[1]);
+/* Every op once, checked and timed; nonzero if any failed. */
+static int demo_ops(demo_ctx *d) {
+  int failed = demo_allreduce(d);
+  failed |= demo_rmsnorm(d);
+  failed |= demo_residual_rmsnorm(d);
+  failed |= demo_residual_rmsnorm_fp8(d);
+  return failed;
+}
+
+/* One rank of `collgen demo --processes`, in its own process (the
+** demo_rank_fn of demo_processes.h). */
+static int demo_rank(int nranks, const collgen_unique_id_t *id, int rank, int device) {
+  demo_ctx d;
+  memset(&d, 0, sizeof d);
+  d.n = nranks;
+  d.self = rank;
+  int rc = collgen_comm_init_rank(&d.comm, nranks, id, rank, device, NULL);
+  if (rc != COLLGEN_OK) {
+    printf("  rank %d: collgen_comm_init_rank: %s: %s\n", rank, collgen_status_name(rc),
+           collgen_last_error());
+    return 1;
   }
+  int failed = collgen__dev_stream_create(d.comm, rank, &d.streams[rank]) != COLLGEN_OK;
+  printf("rank %d of %d on GPU %d (process %ld):\n", rank, nranks, device, (long)getpid());
+  if (!failed) failed = demo_ops(&d);
+  collgen__dev_stream_destroy(d.comm, rank, d.streams[rank]);
+  collgen_comm_destroy(d.comm);
+  return failed;
+}
+
+int cmd_demo(int argc, char **argv) {
+  int processes = 0;
+  int prc = cli_demo_parse(argc, argv, &processes);
+  if (prc == CLI_HELP) {
+    puts("usage: collgen demo [--processes [N]]\n"
+         "Runs every op on all visible GPUs (up to 8), checks them against the\n"
+         "CPU reference and prints timings. One process drives every GPU, or with\n"
+         "--processes one process per rank: N ranks (2..8; default one per visible\n"
+         "GPU, at least 2) mapped round robin onto the GPUs, each creating its rank\n"
+         "with collgen_comm_init_rank and calling the collgen_rank_* functions.\n"
+         "Without a GPU, compiles the demo kernels into the cache instead.");
+    return 0;
+  }
+  if (prc != 0) return prc;
+  if (processes != 0) return demo_processes(processes, demo_rank, compile_only);
   char err[512];
   if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) return compile_only(err);
   int count = 0;
@@ -455,6 +533,7 @@ int cmd_demo(int argc, char **argv) {
   demo_ctx d;
   memset(&d, 0, sizeof d);
   d.n = count > COLLGEN_MAX_DEVICES ? COLLGEN_MAX_DEVICES : count;
+  d.self = -1;
   int devices[COLLGEN_MAX_DEVICES];
   for (int i = 0; i < d.n; ++i) devices[i] = i;
   int rc = collgen_comm_create(&d.comm, d.n, devices, NULL);
@@ -463,11 +542,8 @@ int cmd_demo(int argc, char **argv) {
     return 1;
   }
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_create(d.comm, r, &d.streams[r]);
-  printf("collgen demo: %d GPU(s)\n", d.n);
-  int failed = demo_allreduce(&d);
-  failed |= demo_rmsnorm(&d);
-  failed |= demo_residual_rmsnorm(&d);
-  failed |= demo_residual_rmsnorm_fp8(&d);
+  printf("collgen demo: %d GPU(s), one rank each, in this process\n", d.n);
+  int failed = demo_ops(&d);
   for (int r = 0; r < d.n; ++r) collgen__dev_stream_destroy(d.comm, r, d.streams[r]);
   collgen_comm_destroy(d.comm);
   printf("collgen demo: %s\n", failed ? "FAILED" : "all checks passed");

@@ -73,6 +73,7 @@ void collgen__dev_stream_destroy(collgen_comm_t *c, int r, collgen_stream_t s) {
 int collgen__dev_sync_all(collgen_comm_t *c, const collgen_stream_t *streams) {
   int rc = COLLGEN_OK;
   for (int r = 0; r < c->ndev; ++r) {
+    if (!collgen__comm_is_local(c, r)) continue;
     int e = cur(c, r);
     if (e == COLLGEN_OK)
       e = collgen__cu_fail(collgen__cu.cuStreamSynchronize((CUstream)streams[r]),

@@ -17,6 +17,9 @@ int collgen__dev_download(collgen_comm_t *c, int r, void *dst, const void *src, 
 int collgen__dev_fill(collgen_comm_t *c, int r, void *dst, unsigned char byte, size_t bytes);
 int collgen__dev_stream_create(collgen_comm_t *c, int r, collgen_stream_t *s);
 void collgen__dev_stream_destroy(collgen_comm_t *c, int r, collgen_stream_t s);
-/* Synchronizes every rank's stream; returns COLLGEN_ERR_CUDA on failure. */
+/* Synchronizes the stream of every rank this process drives (all of a
+** collgen_comm_create communicator, the own rank of collgen_comm_init_rank's;
+** streams[] is indexed by rank); returns COLLGEN_ERR_CUDA on failure, else
+** collgen_comm_check's code. */
 int collgen__dev_sync_all(collgen_comm_t *c, const collgen_stream_t *streams);
 #endif

@@ -15,7 +15,11 @@
 ** bytes)/t*(n-1)/n. Also measures JIT costs and host overhead per call.
 **
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
-**                      [--dtype bf16|f16|f32] [--group-size G]
+**                      [--dtype bf16|f16|f32] [--group-size G] [--model] [--floor]
+**        collgen-bench --processes N   (one process per rank: bench_processes.c)
+** --model: only the 32-layer decode step (bench_model.c); --floor: only the
+** cross-GPU flag floor (bench_floor.c); both: both. NCCL's symmetric-window
+** path (bench_nccl_sym.c) is a column of the allreduce and fused tables.
 */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -27,6 +31,7 @@
 
 #include "bench_rmsnorm_ref.h"
 #include "nvrtc.h"
+#include "parse_int.h"
 
 #define TRIALS 15
 
@@ -57,16 +62,16 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
   CUgraph g[8];
   CUgraphExec ge[8];
   if (graph) {
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuStreamBeginCapture((CUstream)b->streams[r], CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     }
     for (int i = 0; i < batch; ++i) fn(b, arg, i);
-    for (int r = 0; r < b->n; ++r) { /* end all captures, then instantiate */
+    FOR_LOCAL(b, r) { /* end all captures, then instantiate */
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuStreamEndCapture((CUstream)b->streams[r], &g[r]));
     }
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuGraphInstantiate(&ge[r], g[r], 0));
     }
@@ -74,25 +79,26 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
   double t[TRIALS];
   for (int trial = -2; trial < TRIALS; ++trial) { /* two warm-up batches */
     sync_all(b);
-    for (int r = 0; r < b->n; ++r) {
+    if (b->align) b->align(); /* other processes' ranks start together */
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuEventRecord(b->start[r], (CUstream)b->streams[r]));
     }
     if (graph) {
-      for (int r = 0; r < b->n; ++r) {
+      FOR_LOCAL(b, r) {
         CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
         CU(collgen__cu.cuGraphLaunch(ge[r], (CUstream)b->streams[r]));
       }
     } else {
       for (int i = 0; i < batch; ++i) fn(b, arg, i + (trial + 2) * batch);
     }
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
       CU(collgen__cu.cuEventRecord(b->stop[r], (CUstream)b->streams[r]));
     }
     sync_all(b);
     double worst = 0;
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       float ms = 0;
       CU(collgen__cu.cuEventElapsedTime(&ms, b->start[r], b->stop[r]));
       if (ms > worst) worst = ms;
@@ -100,13 +106,71 @@ double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph) {
     if (trial >= 0) t[trial] = worst * 1000.0 / batch;
   }
   if (graph)
-    for (int r = 0; r < b->n; ++r) {
+    FOR_LOCAL(b, r) {
       collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]);
       collgen__cu.cuGraphExecDestroy(ge[r]);
       collgen__cu.cuGraphDestroy(g[r]);
     }
   qsort(t, TRIALS, sizeof t[0], cmp_double);
   return t[TRIALS / 2];
+}
+
+void bench_load_kernels(bench_t *b, const char *src, const char *file, int nk,
+                        const char *const *names, CUfunction *const *fns) {
+  collgen__compiled out;
+  char err[512];
+  const int any = b->comm->self >= 0 ? b->comm->self : 0;
+  memset(&out, 0, sizeof out);
+  if (collgen__nvrtc_compile(src, file, b->comm->arch[any], &out, err, sizeof err) != COLLGEN_OK)
+    die(file, out.log && out.log[0] ? out.log : err);
+  FOR_LOCAL(b, r) {
+    CUmodule m;
+    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+    CU(collgen__cu.cuModuleLoadData(&m, out.cubin));
+    for (int k = 0; k < nk; ++k) CU(collgen__cu.cuModuleGetFunction(&fns[k][r], m, names[k]));
+  }
+  free(out.cubin);
+  free(out.log);
+}
+
+void bench_prepare_ranks(bench_t *b) {
+  static char src[BENCH_RMSNORM_SOURCE_CAP];
+  static const char *const names[] = {BENCH_RMSNORM_KERNEL, BENCH_ADD_RMSNORM_KERNEL};
+  CUfunction *const fns[] = {b->rms_fn, b->add_rms_fn};
+  if (bench_rmsnorm_source(b->dt, src, sizeof src) != 0) die("plain RMSNorm kernel", "source too long");
+  bench_load_kernels(b, src, "plain_rmsnorm.cu", 2, names, fns);
+  FOR_LOCAL(b, r) {
+    if (collgen__dev_stream_create(b->comm, r, &b->streams[r]) != COLLGEN_OK)
+      die("stream", collgen_comm_last_error(b->comm));
+    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+    CU(collgen__cu.cuEventCreate(&b->start[r], CU_EVENT_DEFAULT));
+    CU(collgen__cu.cuEventCreate(&b->stop[r], CU_EVENT_DEFAULT));
+  }
+}
+
+int values_match(const bench_t *b, const void *got, const void *want, int64_t n, int exact) {
+  const size_t esz = (size_t)esize_of(b);
+  if (exact) return memcmp(got, want, (size_t)n * esz) == 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (!(fabs((double)collgen__ref_load(b->dt, got, i) - collgen__ref_load(b->dt, want, i)) <=
+          baseline_tolerance(b)))
+      return 0;
+  return 1;
+}
+
+void print_us(int width, double v) {
+  if (isnan(v)) printf("%*s", width, "n/a");
+  else printf("%*.2f", width, v);
+}
+
+void launch_plain_add_rmsnorm(bench_t *b, int r, void *sum, void *res, void *gamma,
+                              void *normed, int64_t rows, int64_t cols) {
+  unsigned long long c = (unsigned long long)cols;
+  float eps = 1e-6f, offset = 1.0f;
+  void *args[] = {&sum, &res, &gamma, &res, &normed, &c, &eps, &offset};
+  CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
+  CU(collgen__cu.cuLaunchKernel(b->add_rms_fn[r], (unsigned)rows, 1, 1, BENCH_RMSNORM_BLOCK, 1, 1,
+                                0, (CUstream)b->streams[r], args, NULL));
 }
 
 int batch_for(size_t bytes) {
@@ -166,29 +230,83 @@ static void launch_nccl_ar(bench_t *b, void *vp, int iter) {
   NC(ncclGroupEnd());
 }
 
-static void check_allreduce(bench_t *b, ar_arg *a) {
+/* Runs fn once (call 0: slot 0) into poisoned outputs and checks every
+** rank against the CPU reference: bit for bit when `exact` (collgen), else
+** within baseline_tolerance (NCCL). 1 when right; else 0 with a message. */
+static int allreduce_ok(bench_t *b, ar_arg *a, launch_fn fn, const char *who, int exact) {
   size_t bytes = a->bytes;
   void *host[8], *expect = malloc(bytes), *got = malloc(bytes);
+  if (!expect || !got) die("check", "out of memory");
   for (int r = 0; r < b->n; ++r) {
     host[r] = malloc(bytes);
+    if (!host[r]) die("check", "out of memory");
     collgen__dev_download(b->comm, r, host[r], a->in[r], bytes);
     collgen__dev_fill(b->comm, r, a->out[r], 0xff, bytes);
   }
-  launch_collgen_ar(b, a, 0);
+  fn(b, a, 0);
   sync_all(b);
-  for (int r = 0; r < b->n; ++r) {
+  int ok = 1;
+  for (int r = 0; r < b->n && ok; ++r) {
     int base = r - r % group_of(b);
     collgen__ref_allreduce(b->dt, a->count, group_of(b), (const void *const *)&host[base], expect);
     collgen__dev_download(b->comm, r, got, a->out[r], bytes);
-    if (memcmp(got, expect, bytes) != 0) {
-      fprintf(stderr, "collgen-bench: allreduce %zu bytes: rank %d differs from the CPU "
-                      "reference\n", bytes, r);
-      exit(1);
+    if (!values_match(b, got, expect, a->count, exact)) {
+      fprintf(stderr, "collgen-bench: %s allreduce %zu bytes: rank %d differs from the CPU "
+                      "reference\n", who, bytes, r);
+      ok = 0;
     }
   }
   for (int r = 0; r < b->n; ++r) free(host[r]);
   free(expect);
   free(got);
+  return ok;
+}
+
+/* Sets a's size to `bytes`, slots of it filling `arena` (at most 4096). */
+static void ar_size(const bench_t *b, ar_arg *a, size_t bytes, size_t arena) {
+  a->bytes = bytes;
+  a->count = (int64_t)(bytes / (size_t)esize_of(b));
+  a->shape[0] = a->count;
+  a->slot = (bytes + 4095) & ~(size_t)4095;
+  a->nslots = (int)(arena / a->slot);
+  if (a->nslots > 4096) a->nslots = 4096;
+}
+
+/* *s: a's size with in and out in a new NCCL symmetric window w (in
+** random), slots filling max(2 x bytes, ARENA_MIN). 0, or -1 when NCCL has
+** no symmetric path (nothing held). */
+static int ar_sym_attach(bench_t *b, const ar_arg *a, ar_arg *s, sym_buf *w) {
+  size_t arena = a->bytes * 2 > ARENA_MIN ? a->bytes * 2 : ARENA_MIN;
+  *s = *a;
+  ar_size(b, s, a->bytes, arena);
+  arena = s->slot * (size_t)s->nslots;
+  if (sym_alloc(b, w, 2 * arena) != 0) return -1;
+  FOR_LOCAL(b, r) { /* in, then out: the same offsets on every rank */
+    s->in[r] = w->ptr[r];
+    s->out[r] = (char *)w->ptr[r] + arena;
+    upload_random(b, r, s->in[r], arena);
+  }
+  return 0;
+}
+
+double collgen_allreduce_graph_us(bench_t *b, size_t bytes) {
+  ar_arg a;
+  memset(&a, 0, sizeof a);
+  ar_size(b, &a, bytes, ARENA_MIN);
+  const size_t arena = a.slot * (size_t)a.nslots;
+  FOR_LOCAL(b, r) {
+    if (collgen__dev_alloc(b->comm, r, arena, (void **)&a.in[r]) ||
+        collgen__dev_alloc(b->comm, r, arena, (void **)&a.out[r]))
+      die("alloc", collgen_comm_last_error(b->comm));
+    upload_random(b, r, a.in[r], arena);
+  }
+  if (!allreduce_ok(b, &a, launch_collgen_ar, "collgen", 1)) exit(1);
+  double us = time_calls(b, launch_collgen_ar, &a, batch_for(bytes), 1);
+  FOR_LOCAL(b, r) {
+    collgen__dev_free(b->comm, r, a.in[r]);
+    collgen__dev_free(b->comm, r, a.out[r]);
+  }
+  return us;
 }
 
 static void bench_allreduce(bench_t *b, size_t max_bytes) {
@@ -201,10 +319,13 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
       die("alloc", collgen_comm_last_error(b->comm));
     upload_random(b, r, a.in[r], arena);
   }
-  printf("\nallreduce_sum %s, %d GPUs, groups of %d (us per call; speedup = NCCL time / collgen "
-         "time)\n", collgen__dtype_name(b->dt), b->n, group_of(b));
-  printf("%10s %10s %10s %9s %9s %10s %10s %8s %8s %10s\n", "bytes", "eager", "graph", "algbw",
-         "busbw", "nccl_eag", "nccl_gr", "x_eager", "x_graph", "inplace_gr");
+  printf("\nallreduce_sum %s, %d GPUs, groups of %d (us per call; nccl = default buffers, sym = "
+         "NCCL symmetric windows, n/a: NCCL < 2.27; x_* = NCCL default time / collgen time, "
+         "x_best = the faster NCCL path's time / collgen time)\n", collgen__dtype_name(b->dt),
+         b->n, group_of(b));
+  printf("%10s %10s %10s %9s %9s %10s %10s %10s %10s %8s %8s %8s %8s %10s\n", "bytes", "eager",
+         "graph", "algbw", "busbw", "nccl_eag", "nccl_gr", "sym_eag", "sym_gr", "x_eager",
+         "x_graph", "xb_eager", "xb_graph", "inplace_gr");
   for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
     if (b->quick && bytes != 8192 && bytes != (256u << 10) && bytes != (16u << 20) &&
         bytes != (256u << 20) && bytes != (1u << 30))
@@ -212,30 +333,43 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
     if (b->tune && bytes != 8192 && bytes != (1u << 20) && bytes != (16u << 20) &&
         bytes != (256u << 20))
       continue;
-    a.bytes = bytes;
-    a.count = (int64_t)(bytes / (size_t)esize_of(b));
-    a.shape[0] = a.count;
-    a.slot = (bytes + 4095) & ~(size_t)4095;
-    a.nslots = (int)(arena / a.slot);
-    if (a.nslots > 4096) a.nslots = 4096;
-    check_allreduce(b, &a);
+    ar_size(b, &a, bytes, arena);
+    if (!allreduce_ok(b, &a, launch_collgen_ar, "collgen", 1)) exit(1);
     int batch = batch_for(bytes);
     double ce = time_calls(b, launch_collgen_ar, &a, batch, 0);
     double cg = time_calls(b, launch_collgen_ar, &a, batch, 1);
-    double ne = b->tune ? NAN : time_calls(b, launch_nccl_ar, &a, batch, 0);
-    double ng = b->tune ? NAN : time_calls(b, launch_nccl_ar, &a, batch, 1);
+    double ne = NAN, ng = NAN, se = NAN, sg = NAN;
+    if (!b->tune) { /* the baselines are checked too: a wrong one is reported, not timed */
+      ar_arg sa;
+      sym_buf w;
+      if (allreduce_ok(b, &a, launch_nccl_ar, "baseline (NCCL)", 0)) {
+        ne = time_calls(b, launch_nccl_ar, &a, batch, 0);
+        ng = time_calls(b, launch_nccl_ar, &a, batch, 1);
+      }
+      if (ar_sym_attach(b, &a, &sa, &w) == 0) {
+        if (allreduce_ok(b, &sa, launch_nccl_ar, "baseline (NCCL symmetric)", 0)) {
+          se = time_calls(b, launch_nccl_ar, &sa, batch, 0);
+          sg = time_calls(b, launch_nccl_ar, &sa, batch, 1);
+        }
+        sym_free(b, &w);
+      }
+    }
     a.inplace = 1; /* in place: one-shot is unsafe, so large sizes run two-shot */
     double ci = time_calls(b, launch_collgen_ar, &a, batch, 1);
     a.inplace = 0;
     const int g = group_of(b);
     double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (g - 1) / g;
     double nbus = (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g;
-    printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f %10.2f\n", bytes, ce, cg,
-           algbw, busbw, ne, ng, ne / ce, ng / cg, ci);
+    double be = fmin(ne, se), bg = fmin(ng, sg); /* fmin ignores a NaN side */
+    printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f ", bytes, ce, cg, algbw, busbw, ne, ng);
+    print_us(10, se);
+    print_us(11, sg);
+    printf(" %8.2f %8.2f %8.2f %8.2f %10.2f\n", ne / ce, ng / cg, be / ce, bg / cg, ci);
     fflush(stdout);
     if (b->csv)
-      fprintf(b->csv, "allreduce_sum,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f,\n",
-              collgen__dtype_name(b->dt), b->n, g, bytes, ce, cg, ne, ng, algbw, busbw, nbus, ci);
+      fprintf(b->csv, "allreduce_sum,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,%.3f,,%.3f,"
+              "%.3f,%.3f\n", collgen__dtype_name(b->dt), b->n, g, bytes, ce, cg, ne, ng, algbw,
+              busbw, nbus, ci, se, sg, bg / cg);
   }
   for (int r = 0; r < b->n; ++r) {
     collgen__dev_free(b->comm, r, a.in[r]);
@@ -410,7 +544,7 @@ static void bench_rmsnorm(bench_t *b) {
              100.0 * floor_us / cg);
       fflush(stdout);
       if (b->csv)
-        fprintf(b->csv, "allgather_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,,\n",
+        fprintf(b->csv, "allgather_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,,,,,\n",
                 collgen__dtype_name(b->dt), b->n, g, ob, (long long)a.rows, (long long)a.cols, ce,
                 cg, ne, ng, (double)ob / (cg * 1e3), (double)ob / (cg * 1e3) * (g - 1) / g,
                 (double)ob / (ng * 1e3) * (g - 1) / g);
@@ -526,10 +660,18 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   size_t max_bytes = 1u << 30;
   const char *csv = NULL;
+  int model = 0, floor_only = 0;
+  if (argc == 3 && strcmp(argv[1], "--processes") == 0) { /* before CUDA: it forks */
+    int64_t n = 0;
+    if (collgen__parse_int(argv[2], 2, 8, &n) != 0) die("--processes", "an integer in 2..8");
+    return bench_processes((int)n);
+  }
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) b.quick = 1;
     else if (strcmp(argv[i], "--tune") == 0) b.tune = 1;
+    else if (strcmp(argv[i], "--model") == 0) model = 1;
+    else if (strcmp(argv[i], "--floor") == 0) floor_only = 1;
     else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
       if (collgen__parse_dtype(argv[++i], &b.dt) != 0) die("--dtype", "bf16, f16 or f32");
     } else if (strcmp(argv[i], "--group-size") == 0 && i + 1 < argc)
@@ -537,7 +679,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
     else {
       fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N] "
-                      "[--dtype bf16|f16|f32] [--group-size G]\n");
+                      "[--dtype bf16|f16|f32] [--group-size G] [--model] [--floor]\n"
+                      "       collgen-bench --processes N\n");
       return 2;
     }
   }
@@ -552,34 +695,23 @@ int main(int argc, char **argv) {
   if (collgen_comm_create(&b.comm, b.n, devs, NULL) != COLLGEN_OK) die("comm", collgen_last_error());
   for (int base = 0; base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
     NC(ncclCommInitAll(b.nccl + base, group_of(&b), devs + base));
-  collgen__compiled rms;
-  static char rms_src[BENCH_RMSNORM_SOURCE_CAP];
-  if (bench_rmsnorm_source(b.dt, rms_src, sizeof rms_src) != 0) die("plain RMSNorm kernel", "source too long");
-  if (collgen__nvrtc_compile(rms_src, "plain_rmsnorm.cu", b.comm->arch[0], &rms, err,
-                             sizeof err) != COLLGEN_OK)
-    die("plain RMSNorm kernel", rms.log ? rms.log : err);
-  for (int r = 0; r < b.n; ++r) {
-    CUmodule m;
-    collgen__dev_stream_create(b.comm, r, &b.streams[r]);
-    CU(collgen__cu.cuCtxSetCurrent(b.comm->ctx[r]));
-    CU(collgen__cu.cuEventCreate(&b.start[r], CU_EVENT_DEFAULT));
-    CU(collgen__cu.cuEventCreate(&b.stop[r], CU_EVENT_DEFAULT));
-    CU(collgen__cu.cuModuleLoadData(&m, rms.cubin));
-    CU(collgen__cu.cuModuleGetFunction(&b.rms_fn[r], m, BENCH_RMSNORM_KERNEL));
-    CU(collgen__cu.cuModuleGetFunction(&b.add_rms_fn[r], m, BENCH_ADD_RMSNORM_KERNEL));
-  }
+  bench_prepare_ranks(&b);
   if (csv) {
     b.csv = fopen(csv, "w");
     if (!b.csv) die("csv", csv);
     fprintf(b.csv, "op,dtype,ngpus,group,bytes,rows,cols,collgen_eager_us,collgen_graph_us,nccl_eager_us,"
                    "nccl_graph_us,algbw_graph_GBs,busbw_graph_GBs,nccl_busbw_graph_GBs,"
-                   "collgen_inplace_graph_us,collgen_unfused_graph_us\n");
+                   "collgen_inplace_graph_us,collgen_unfused_graph_us,nccl_sym_eager_us,nccl_sym_graph_us,"
+                   "x_best_graph\n");
   }
   int nver = 0;
   ncclGetVersion(&nver);
-  printf("collgen-bench: %d GPU(s) (%s), NCCL %d, %d trials per point (median)\n", b.n,
-         b.comm->arch[0], nver, TRIALS);
-  if (b.tune) {
+  printf("collgen-bench: %d GPU(s) (%s), NCCL %d (symmetric windows: %s), %d trials per point "
+         "(median)\n", b.n, b.comm->arch[0], nver, nccl_sym_available() ? "yes" : "n/a", TRIALS);
+  if (model || floor_only) {
+    if (model) bench_model(&b);
+    if (floor_only) bench_floor(&b);
+  } else if (b.tune) {
     /* Same kernels, grid caps from 16 to 256 blocks: one communicator per
     ** cap (they share the primary contexts, so the streams stay valid). */
     static const int caps[] = {16, 32, 64, 96, 132, 192, 256};

@@ -2,7 +2,9 @@
 ** bench.h -- what the sections of collgen-bench share (bench.c): the run's
 ** state, the timing loop, random uploads, result checks and error exits.
 ** Each op's section is one function; bench_residual.c holds the fused
-** allreduce + residual + RMSNorm one.
+** allreduce + residual + RMSNorm one, bench_model.c the decode step,
+** bench_floor.c the cross-GPU flag floor, bench_nccl_sym.c NCCL's
+** symmetric windows.
 */
 #ifndef COLLGEN_BENCH_H
 #define COLLGEN_BENCH_H
@@ -28,7 +30,13 @@ typedef struct {
   int tune;   /* grid-cap sweep: few sizes, no NCCL */
   collgen_dtype_t dt;  /* element type of every op (--dtype) */
   int group;           /* ranks per group (--group-size; 0 = all) */
+  void (*align)(void); /* --processes: meets the other processes before each timed batch */
 } bench_t;
+
+/* The ranks this process drives: all of them, or its own with --processes. */
+#define FOR_LOCAL(b, r)                                                          \
+  for (int r = 0; r < (b)->n; ++r)                                              \
+    if (collgen__comm_is_local((b)->comm, r))
 
 /* Issues call number `iter` of a timed path on every rank. */
 typedef void (*launch_fn)(bench_t *b, void *arg, int iter);
@@ -44,6 +52,20 @@ void sync_all(bench_t *b);
 /* Median per-call microseconds of `batch` calls of fn, slowest rank, over
 ** the trials; graph = capture the batch once and replay it. */
 double time_calls(bench_t *b, launch_fn fn, void *arg, int batch, int graph);
+/* Per local rank: a stream, timing events and the plain RMSNorm kernels
+** (compiled once for the communicator's arch); dies on failure. */
+void bench_prepare_ranks(bench_t *b);
+/* Rank r's plain residual add + RMSNorm (bench_rmsnorm_ref.c) of `rows`
+** rows on its stream, in place: res = sum + res, normed = RMSNorm(res)
+** with eps 1e-6 and weight offset 1. */
+void launch_plain_add_rmsnorm(bench_t *b, int r, void *sum, void *res, void *gamma,
+                              void *normed, int64_t rows, int64_t cols);
+/* Largest distance allowed between an unfused baseline's result (which
+** rounds the sum, up to once per rank, before adding the residual) and the
+** reference's (inputs in [-1, 1]). */
+double baseline_tolerance(const bench_t *b);
+/* collgen-bench --processes N (bench_processes.c): returns the exit status. */
+int bench_processes(int nranks);
 /* Calls per timed batch for a call of `bytes`. */
 int batch_for(size_t bytes);
 /* Fills `bytes` of rank r's buffer dst with random values of the dtype,
@@ -56,11 +78,78 @@ void upload_random(bench_t *b, int r, char *dst, size_t bytes);
 int normed_rows_ok(const bench_t *b, int64_t rows, int64_t cols, const void *got,
                    const void *ref_r, const void *gamma, int64_t *bad_row);
 
-/* The allreduce_residual_rmsnorm sections (bench_residual.c): against
-** the unfused baselines, and its FP8 output against the plain fused op
-** (skipped below sm_89). */
+/* 1 when n values of got match want: bit for bit (exact), else each
+** within baseline_tolerance. */
+int values_match(const bench_t *b, const void *got, const void *want, int64_t n, int exact);
+/* Compiles `src` (file name `file` in logs) with NVRTC for the
+** communicator's arch and loads it on every local rank: fns[k][r] is
+** kernel names[k] on rank r. Dies on failure. */
+void bench_load_kernels(bench_t *b, const char *src, const char *file, int nk,
+                        const char *const *names, CUfunction *const *fns);
+/* Checks, then times collgen_allreduce_sum of `bytes` as graph replay
+** (us per call, slowest rank, median); dies on a wrong result. */
+double collgen_allreduce_graph_us(bench_t *b, size_t bytes);
+/* Prints v with "%*.2f", or "n/a" when v is NaN, right-aligned in width. */
+void print_us(int width, double v);
+
+/* ---- NCCL symmetric windows (bench_nccl_sym.c) ---- */
+/* One buffer per local rank from ncclMemAlloc, registered as a symmetric
+** window on the rank's NCCL communicator. */
+typedef struct {
+  size_t bytes;
+  void *ptr[8];
+  void *win[8]; /* ncclWindow_t */
+} sym_buf;
+/* 1 when the NCCL of this run has symmetric windows (>= 2.27). */
+int nccl_sym_available(void);
+/* Allocates and registers `bytes` (rounded up to 2 MiB) per local rank
+** (collective over every NCCL communicator of b). 0, or -1 with the reason on stderr and nothing
+** held (older NCCL: -1 silently). */
+int sym_alloc(bench_t *b, sym_buf *s, size_t bytes);
+/* Deregisters and frees what sym_alloc made. */
+void sym_free(bench_t *b, sym_buf *s);
+
+/* ---- allreduce_residual_rmsnorm (bench_residual.c) ---- */
+/* One call shape and its buffers: x rotates through nslots slots; in
+** place (residual_out is res). */
+typedef struct {
+  int64_t rows, cols, shape[2];
+  char *x[8];          /* nslots slots of x per rank */
+  size_t slot;
+  int nslots;
+  void *res[8], *normed[8], *gamma[8];
+  void *sum[8];        /* the unfused paths' all-reduce output */
+  void *q[8];          /* FP8 table: the e4m3 codes and row scales */
+  float *scales[8];
+  collgen_fp8_mode_t fp8;
+} rr_arg;
+/* A call of rows x cols with nslots slots of x (0: enough slots to fill
+** ARENA_MIN), every buffer allocated, x random, one random gamma. */
+void rr_alloc(bench_t *b, rr_arg *a, int64_t rows, int64_t cols, int nslots, uint64_t *seed);
+void rr_free(bench_t *b, rr_arg *a);
+/* Call `iter` (x slot iter % nslots) of: the fused op; ncclAllReduce into
+** sum + the plain add+RMSNorm kernel; collgen_allreduce_sum + the same. */
+void rr_launch_fused(bench_t *b, void *a, int iter);
+void rr_launch_nccl(bench_t *b, void *a, int iter);
+void rr_launch_unfused(bench_t *b, void *a, int iter);
+/* *s = *a with x's slots and sum in a new NCCL symmetric window w (x
+** random). 0, or -1 when NCCL has no symmetric path (nothing held). */
+int rr_sym_attach(bench_t *b, const rr_arg *a, rr_arg *s, sym_buf *w);
+/* Runs fn once (call 0: x slot 0) on a fresh residual with poisoned
+** normed outputs and checks every rank against the CPU reference:
+** residual_out bit for bit when `exact`, else within baseline_tolerance;
+** normed within the rounding model. 1 when right, else 0 with a message
+** naming `who` and the rank. */
+int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact);
+/* The sections: against the unfused baselines, and the FP8 output against
+** the plain fused op (skipped below sm_89). */
 void bench_residual_rmsnorm(bench_t *b);
 void bench_residual_rmsnorm_fp8(bench_t *b);
+
+/* collgen-bench --model (bench_model.c): the 32-layer decode step. */
+void bench_model(bench_t *b);
+/* collgen-bench --floor (bench_floor.c): the cross-GPU flag floor. */
+void bench_floor(bench_t *b);
 
 #define CU(call)                                                                \
   do {                                                                          \

@@ -1,8 +1,10 @@
 /*
 ** bench_residual.c -- collgen-bench's allreduce_residual_rmsnorm section:
-** the fused op against two unfused baselines on the same buffers, NCCL's
-** all-reduce and collgen_allreduce_sum, each followed by the plain residual
-** add + RMSNorm kernel (bench_rmsnorm_ref.c). Every call is in place
+** the fused op against three unfused baselines on the same buffers, NCCL's
+** all-reduce (default buffers, and buffers in an NCCL symmetric window,
+** bench_nccl_sym.c) and collgen_allreduce_sum, each followed by the plain
+** residual add + RMSNorm kernel (bench_rmsnorm_ref.c). Its pieces (rr_*)
+** also serve the decode step (bench_model.c). Every call is in place
 ** (residual_out is residual_in, as in a decoder); x rotates through an
 ** arena. Each path is checked against the CPU reference before it is timed:
 ** the fused op bit for bit on residual_out, the baselines within their own
@@ -21,18 +23,6 @@
 #include "bench.h"
 #include "bench_rmsnorm_ref.h"
 
-typedef struct {
-  int64_t rows, cols, shape[2];
-  char *x[8];          /* nslots slots of x per rank */
-  size_t slot;
-  int nslots;
-  void *res[8], *normed[8], *gamma[8];
-  void *sum[8];        /* the unfused paths' all-reduce output */
-  void *q[8];          /* FP8 table: the e4m3 codes and row scales */
-  float *scales[8];
-  collgen_fp8_mode_t fp8;
-} rr_arg;
-
 static const void *x_of(const rr_arg *a, int r, int iter) {
   return a->x[r] + (size_t)(iter % a->nslots) * a->slot;
 }
@@ -46,7 +36,7 @@ static void call_args(const bench_t *b, const rr_arg *a, int iter, const void **
   }
 }
 
-static void launch_fused(bench_t *b, void *vp, int iter) {
+void rr_launch_fused(bench_t *b, void *vp, int iter) {
   rr_arg *a = vp;
   const void *x[8];
   const int64_t *shapes[8];
@@ -60,19 +50,12 @@ static void launch_fused(bench_t *b, void *vp, int iter) {
 
 /* The plain residual add + RMSNorm on every rank, after an all-reduce into sum. */
 static void launch_plain(bench_t *b, rr_arg *a) {
-  for (int r = 0; r < b->n; ++r) {
-    unsigned long long cols = (unsigned long long)a->cols;
-    float eps = 1e-6f, offset = 1.0f;
-    void *args[] = {&a->sum[r], &a->res[r], &a->gamma[r], &a->res[r], &a->normed[r], &cols, &eps,
-                    &offset};
-    CU(collgen__cu.cuCtxSetCurrent(b->comm->ctx[r]));
-    CU(collgen__cu.cuLaunchKernel(b->add_rms_fn[r], (unsigned)a->rows, 1, 1,
-                                  BENCH_RMSNORM_BLOCK, 1, 1, 0, (CUstream)b->streams[r], args,
-                                  NULL));
-  }
+  FOR_LOCAL(b, r)
+    launch_plain_add_rmsnorm(b, r, a->sum[r], a->res[r], a->gamma[r], a->normed[r], a->rows,
+                             a->cols);
 }
 
-static void launch_nccl(bench_t *b, void *vp, int iter) {
+void rr_launch_nccl(bench_t *b, void *vp, int iter) {
   rr_arg *a = vp;
   NC(ncclGroupStart());
   for (int r = 0; r < b->n; ++r)
@@ -82,7 +65,7 @@ static void launch_nccl(bench_t *b, void *vp, int iter) {
   launch_plain(b, a);
 }
 
-static void launch_unfused(bench_t *b, void *vp, int iter) {
+void rr_launch_unfused(bench_t *b, void *vp, int iter) {
   rr_arg *a = vp;
   const void *x[8];
   const int64_t *shapes[8];
@@ -92,21 +75,15 @@ static void launch_unfused(bench_t *b, void *vp, int iter) {
   launch_plain(b, a);
 }
 
-/* Largest distance allowed between a baseline's residual_out and the
-** reference's: the baselines round the sum (up to one rounding per rank
-** with NCCL's ring) before adding the residual, each at most an ulp of a
-** value below 2(G+1) (inputs are in [-1, 1]). */
-static double baseline_tolerance(const bench_t *b) {
+/* Each of the baseline's roundings (up to one per rank with NCCL's ring,
+** then the residual add) is at most an ulp of a value below 2(G+1). */
+double baseline_tolerance(const bench_t *b) {
   const int g = group_of(b);
   const int bits = b->dt == COLLGEN_DTYPE_F32 ? 23 : b->dt == COLLGEN_DTYPE_F16 ? 10 : 7;
   return (g + 1) * ldexp(1.0, ilogb(2.0 * (g + 1)) - bits);
 }
 
-/* Runs `fn` once on fresh residuals with poisoned normed outputs (x is the
-** arena's slot 0) and checks every rank; 1 when right, else 0 with a
-** message naming the rank. `exact`: residual_out must equal the
-** reference bit for bit (the fused op), else be within baseline_tolerance. */
-static int result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact) {
+int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact) {
   const int g = group_of(b);
   const int64_t n = a->rows * a->cols;
   const size_t esz = (size_t)esize_of(b), bytes = (size_t)n * esz, gb = (size_t)a->cols * esz;
@@ -161,22 +138,18 @@ static int result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int e
   return ok;
 }
 
-/* A call of rows x cols, nothing allocated yet (alloc_arg). */
-static void arg_init(rr_arg *a, int64_t rows, int64_t cols) {
+void rr_alloc(bench_t *b, rr_arg *a, int64_t rows, int64_t cols, int nslots, uint64_t *seed) {
   memset(a, 0, sizeof *a);
   a->rows = rows;
   a->cols = cols;
-}
-
-static void alloc_arg(bench_t *b, rr_arg *a, uint64_t *seed) {
   const size_t esz = (size_t)esize_of(b), bytes = (size_t)(a->rows * a->cols) * esz;
   const size_t gb = (size_t)a->cols * esz;
   a->shape[0] = a->rows;
   a->shape[1] = a->cols;
   a->slot = (bytes + 4095) & ~(size_t)4095;
-  a->nslots = (int)(ARENA_MIN / a->slot);
-  if (a->nslots < 2) a->nslots = 2;
-  if (a->nslots > 1024) a->nslots = 1024;
+  a->nslots = nslots ? nslots : (int)(ARENA_MIN / a->slot);
+  if (a->nslots < 2 && !nslots) a->nslots = 2;
+  if (a->nslots > 1024 && !nslots) a->nslots = 1024;
   const size_t arena = a->slot * (size_t)a->nslots;
   void *h = malloc(gb);
   if (!h) die("alloc", "out of memory");
@@ -194,7 +167,7 @@ static void alloc_arg(bench_t *b, rr_arg *a, uint64_t *seed) {
   free(h);
 }
 
-static void free_arg(bench_t *b, rr_arg *a) {
+void rr_free(bench_t *b, rr_arg *a) {
   for (int r = 0; r < b->n; ++r) {
     collgen__dev_free(b->comm, r, a->x[r]);
     collgen__dev_free(b->comm, r, a->res[r]);
@@ -204,48 +177,72 @@ static void free_arg(bench_t *b, rr_arg *a) {
   }
 }
 
+int rr_sym_attach(bench_t *b, const rr_arg *a, rr_arg *s, sym_buf *w) {
+  const size_t arena = a->slot * (size_t)a->nslots;
+  const size_t sum_bytes = (size_t)(a->rows * a->cols) * (size_t)esize_of(b);
+  if (sym_alloc(b, w, arena + sum_bytes) != 0) return -1;
+  *s = *a;
+  FOR_LOCAL(b, r) { /* x's slots, then sum: the same offsets on every rank */
+    s->x[r] = w->ptr[r];
+    s->sum[r] = (char *)w->ptr[r] + arena;
+    upload_random(b, r, s->x[r], arena);
+  }
+  return 0;
+}
+
 void bench_residual_rmsnorm(bench_t *b) {
   static const int64_t rows_list[] = {1, 8, 32, 128, 1024, 8192};
   static const int64_t cols_list[] = {4096, 8192};
   const int g = group_of(b);
   const size_t esz = (size_t)esize_of(b);
   printf("\nallreduce_residual_rmsnorm %s, %d GPUs, groups of %d, in place (nccl = ncclAllReduce "
-         "+ plain add+RMSNorm kernel; unfused = collgen_allreduce_sum + the same kernel; "
-         "x_* = their time / fused time)\n", collgen__dtype_name(b->dt), b->n, g);
-  printf("%6s %6s %10s %10s %10s %10s %10s %10s %8s %8s %8s\n", "rows", "cols", "eager", "graph",
-         "nccl_eag", "nccl_gr", "unf_eag", "unf_gr", "x_nccl", "x_unf", "busbw");
+         "+ plain add+RMSNorm kernel; sym = the same on NCCL symmetric windows (n/a: NCCL < "
+         "2.27); unfused = collgen_allreduce_sum + the same kernel; x_* = their graph time / "
+         "fused graph time; x_best: the faster NCCL path)\n", collgen__dtype_name(b->dt), b->n, g);
+  printf("%6s %6s %10s %10s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n", "rows", "cols",
+         "eager", "graph", "nccl_eag", "nccl_gr", "sym_eag", "sym_gr", "unf_eag", "unf_gr",
+         "x_nccl", "x_best", "x_unf", "busbw");
   uint64_t seed = 0x7e57ull + (uint64_t)getpid();
   for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ++ri)
     for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ++ci) {
-      rr_arg a;
-      arg_init(&a, rows_list[ri], cols_list[ci]);
-      if (b->quick && !((a.rows == 8 || a.rows == 128 || a.rows == 8192) && a.cols == 8192))
-        continue;
-      alloc_arg(b, &a, &seed);
-      if (!result_ok(b, &a, launch_fused, "collgen", 1)) exit(1);
+      const int64_t rows = rows_list[ri], cols = cols_list[ci];
+      if (b->quick && !((rows == 8 || rows == 128 || rows == 8192) && cols == 8192)) continue;
+      rr_arg a, sa;
+      sym_buf w;
+      rr_alloc(b, &a, rows, cols, 0, &seed);
+      if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1)) exit(1);
       /* the baselines are checked too: a wrong one is reported, not timed */
-      int nccl_ok = result_ok(b, &a, launch_nccl, "baseline (NCCL + plain)", 0);
-      int unfused_ok = result_ok(b, &a, launch_unfused, "baseline (collgen allreduce + plain)", 0);
-      if (!nccl_ok || !unfused_ok)
+      int nccl_ok = rr_result_ok(b, &a, rr_launch_nccl, "baseline (NCCL + plain)", 0);
+      int unfused_ok = rr_result_ok(b, &a, rr_launch_unfused, "baseline (collgen allreduce + plain)", 0);
+      int sym_ok = rr_sym_attach(b, &a, &sa, &w) == 0;
+      int sym_right = sym_ok && rr_result_ok(b, &sa, rr_launch_nccl, "baseline (NCCL symmetric + plain)", 0);
+      if (!nccl_ok || !unfused_ok || sym_ok != sym_right)
         fprintf(stderr, "collgen-bench: a baseline is wrong; its times are left out (nan)\n");
       const size_t bytes = (size_t)(a.rows * a.cols) * esz;
       const int batch = batch_for(bytes);
-      double ce = time_calls(b, launch_fused, &a, batch, 0);
-      double cg = time_calls(b, launch_fused, &a, batch, 1);
-      double ne = nccl_ok ? time_calls(b, launch_nccl, &a, batch, 0) : NAN;
-      double ng = nccl_ok ? time_calls(b, launch_nccl, &a, batch, 1) : NAN;
-      double ue = unfused_ok ? time_calls(b, launch_unfused, &a, batch, 0) : NAN;
-      double ug = unfused_ok ? time_calls(b, launch_unfused, &a, batch, 1) : NAN;
+      double ce = time_calls(b, rr_launch_fused, &a, batch, 0);
+      double cg = time_calls(b, rr_launch_fused, &a, batch, 1);
+      double ne = nccl_ok ? time_calls(b, rr_launch_nccl, &a, batch, 0) : NAN;
+      double ng = nccl_ok ? time_calls(b, rr_launch_nccl, &a, batch, 1) : NAN;
+      double se = sym_right ? time_calls(b, rr_launch_nccl, &sa, batch, 0) : NAN;
+      double sg = sym_right ? time_calls(b, rr_launch_nccl, &sa, batch, 1) : NAN;
+      double ue = unfused_ok ? time_calls(b, rr_launch_unfused, &a, batch, 0) : NAN;
+      double ug = unfused_ok ? time_calls(b, rr_launch_unfused, &a, batch, 1) : NAN;
       double algbw = (double)bytes / (cg * 1e3), busbw = algbw * 2.0 * (g - 1) / g;
-      printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8.2f %8.2f %8.1f\n",
-             (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, ue, ug, ng / cg, ug / cg, busbw);
+      double best = fmin(ng, sg); /* fmin ignores a NaN side */
+      printf("%6lld %6lld %10.2f %10.2f %10.2f %10.2f ", (long long)a.rows, (long long)a.cols, ce,
+             cg, ne, ng);
+      print_us(10, se);
+      print_us(11, sg);
+      printf(" %10.2f %10.2f %8.2f %8.2f %8.2f %8.1f\n", ue, ug, ng / cg, best / cg, ug / cg, busbw);
       fflush(stdout);
       if (b->csv)
         fprintf(b->csv, "allreduce_residual_rmsnorm,%s,%d,%d,%zu,%lld,%lld,%.3f,%.3f,%.3f,%.3f,"
-                "%.2f,%.2f,%.2f,,%.3f\n", collgen__dtype_name(b->dt), b->n, g, bytes,
+                "%.2f,%.2f,%.2f,,%.3f,%.3f,%.3f,%.3f\n", collgen__dtype_name(b->dt), b->n, g, bytes,
                 (long long)a.rows, (long long)a.cols, ce, cg, ne, ng, algbw, busbw,
-                (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g, ug);
-      free_arg(b, &a);
+                (double)bytes / (ng * 1e3) * 2.0 * (g - 1) / g, ug, se, sg, best / cg);
+      if (sym_ok) sym_free(b, &w);
+      rr_free(b, &a);
     }
 }
 
@@ -342,17 +339,16 @@ void bench_residual_rmsnorm_fp8(bench_t *b) {
   uint64_t seed = 0xf8f8ull + (uint64_t)getpid();
   for (size_t i = 0; i < 2 * sizeof rows_list / sizeof rows_list[0]; ++i) {
     rr_arg a; /* each rows with each cols */
-    arg_init(&a, rows_list[i / 2], cols_list[i % 2]);
-    if (b->quick && !(a.rows == 8 && a.cols == 8192)) continue;
-    alloc_arg(b, &a, &seed);
+    if (b->quick && !(rows_list[i / 2] == 8 && cols_list[i % 2] == 8192)) continue;
+    rr_alloc(b, &a, rows_list[i / 2], cols_list[i % 2], 0, &seed);
     for (int r = 0; r < b->n; ++r)
       if (collgen__dev_alloc(b->comm, r, (size_t)(a.rows * a.cols), &a.q[r]) ||
           collgen__dev_alloc(b->comm, r, (size_t)a.rows * sizeof(float), (void **)&a.scales[r]))
         die("alloc", collgen_comm_last_error(b->comm));
-    if (!result_ok(b, &a, launch_fused, "collgen", 1)) exit(1);
+    if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1)) exit(1);
     const int batch = batch_for((size_t)(a.rows * a.cols) * (size_t)esize_of(b));
     double t[3];
-    t[0] = time_calls(b, launch_fused, &a, batch, 1);
+    t[0] = time_calls(b, rr_launch_fused, &a, batch, 1);
     for (int m = 0; m < 2; ++m) {
       a.fp8 = m == 0 ? COLLGEN_FP8_DYNAMIC : COLLGEN_FP8_STATIC;
       check_fp8(b, &a);
@@ -362,7 +358,7 @@ void bench_residual_rmsnorm_fp8(bench_t *b) {
            (long long)a.cols, t[0], t[1], t[2], t[1] / t[0], t[2] / t[0]);
     fflush(stdout);
     for (int m = 0; b->csv && m < 2; ++m) /* the plain op's row is the section above's */
-      fprintf(b->csv, "allreduce_residual_rmsnorm_fp8_%s,%s,%d,%d,%lld,%lld,%lld,,%.3f,,,,,,,\n",
+      fprintf(b->csv, "allreduce_residual_rmsnorm_fp8_%s,%s,%d,%d,%lld,%lld,%lld,,%.3f,,,,,,,,,,\n",
               m == 0 ? "dynamic" : "static", collgen__dtype_name(b->dt), b->n, g,
               (long long)(a.rows * a.cols * esize_of(b)), (long long)a.rows, (long long)a.cols,
               t[1 + m]);
@@ -370,6 +366,6 @@ void bench_residual_rmsnorm_fp8(bench_t *b) {
       collgen__dev_free(b->comm, r, a.q[r]);
       collgen__dev_free(b->comm, r, a.scales[r]);
     }
-    free_arg(b, &a);
+    rr_free(b, &a);
   }
 }

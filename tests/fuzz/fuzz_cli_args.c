@@ -4,7 +4,7 @@
 ** is split at NUL bytes into an argument vector, which goes through every
 ** parser that reads argv without side effects: the spec flags of gen and
 ** compile (cli_parse_spec_args, cli_parse_spec_flag), pregen's options and
-** lists (cli_pregen_parse, cli_list_split). None may crash, leak, read out
+** lists (cli_pregen_parse, cli_list_split), demo's (cli_demo_parse). None may crash, leak, read out
 ** of bounds or hit UB, and what they accept must be in range.
 */
 #define _POSIX_C_SOURCE 200809L /* before any header, as in cli_common.c */
@@ -113,6 +113,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (lrc != 1 && lrc != 2) abort();
     cli_list_free(&l);
   }
+  /* demo's options */
+  int procs = 99;
+  int drc = cli_demo_parse(argc, argv, &procs);
+  if (drc != 0 && drc != 2 && drc != CLI_HELP) abort();
+  if (drc == 0 && procs != 0 && procs != -1 && (procs < 2 || procs > COLLGEN_MAX_DEVICES)) abort();
   /* the help predicate */
   for (int i = 1; i < argc; ++i) (void)cli_is_help(argv[i]);
 

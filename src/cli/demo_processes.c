@@ -1,0 +1,190 @@
+/*
+** demo_processes.c -- forks the ranks of `collgen demo --processes` and
+** collects their output (see demo_processes.h).
+*/
+#define _POSIX_C_SOURCE 200809L
+#include "demo_processes.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "internal.h"
+
+#define OUTPUT_CAP (1 << 20) /* bytes kept of each rank's output */
+#define PROBE_MS 60000       /* bound on counting the GPUs */
+
+typedef struct {
+  pid_t pid;
+  int fd;          /* read end of the rank's stdout+stderr, -1 at EOF */
+  int status;      /* from waitpid, valid once reaped */
+  int reaped;
+  char *out;
+  size_t len;
+} rank_proc;
+
+/* Reads everything from fd into buf (at most n - 1 bytes, NUL-terminated)
+** until EOF or timeout_ms; returns the byte count. */
+static size_t read_all(int fd, char *buf, size_t n, int timeout_ms) {
+  size_t len = 0;
+  double end = collgen__now_ms() + timeout_ms;
+  while (len + 1 < n) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int left = (int)(end - collgen__now_ms());
+    if (left <= 0 || poll(&p, 1, left) <= 0) break;
+    ssize_t r = read(fd, buf + len, n - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  buf[len] = 0;
+  return len;
+}
+
+/* The number of visible GPUs, counted in a child process (so this one never
+** initializes CUDA and can fork the ranks); 0 with the reason in why. */
+static int count_gpus(char *why, size_t n) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(why, n, "pipe: %s", strerror(errno));
+    return 0;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    char err[512], msg[600];
+    int count = 0;
+    if (collgen__driver_load(err, sizeof err) == COLLGEN_OK)
+      collgen__cu.cuDeviceGetCount(&count);
+    else
+      count = -1;
+    int len = count >= 0 ? snprintf(msg, sizeof msg, "%d", count)
+                         : snprintf(msg, sizeof msg, "-1 %s", err);
+    ssize_t w = write(fds[1], msg, (size_t)len);
+    _exit(w == len ? 0 : 1);
+  }
+  close(fds[1]);
+  char msg[600] = "";
+  if (pid > 0) read_all(fds[0], msg, sizeof msg, PROBE_MS);
+  close(fds[0]);
+  if (pid > 0) {
+    kill(pid, SIGKILL); /* it has written or is stuck; either way it is done */
+    waitpid(pid, NULL, 0);
+  }
+  int count = pid > 0 ? atoi(msg) : 0;
+  if (pid < 0) snprintf(why, n, "fork: %s", strerror(errno));
+  else if (count < 0) snprintf(why, n, "%s", strchr(msg, ' ') ? strchr(msg, ' ') + 1 : msg);
+  else if (count == 0) snprintf(why, n, "%s", msg[0] ? "the driver reports 0 devices"
+                                                     : "the GPU count did not come back");
+  return count > 0 ? count : 0;
+}
+
+/* Forks rank r with its output on a pipe; the child never returns. */
+static int start_rank(rank_proc *p, int nranks, const collgen_unique_id_t *id, int r, int device,
+                      demo_rank_fn run) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  fflush(NULL);
+  p->pid = fork();
+  if (p->pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    int rc = run(nranks, id, r, device);
+    fflush(NULL);
+    _exit(rc == 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  p->fd = p->pid > 0 ? fds[0] : -1;
+  if (p->pid < 0) close(fds[0]);
+  return p->pid > 0 ? 0 : -1;
+}
+
+/* Appends what rank p has written (up to OUTPUT_CAP); closes fd at EOF. */
+static void drain(rank_proc *p) {
+  char buf[4096];
+  ssize_t r = read(p->fd, buf, sizeof buf);
+  if (r < 0 && errno == EINTR) return;
+  if (r <= 0) {
+    close(p->fd);
+    p->fd = -1;
+    return;
+  }
+  size_t keep = p->len + (size_t)r > OUTPUT_CAP ? OUTPUT_CAP - p->len : (size_t)r;
+  char *grown = keep ? realloc(p->out, p->len + keep + 1) : p->out;
+  if (!grown) return;
+  memcpy(grown + p->len, buf, keep);
+  p->out = grown;
+  p->len += keep;
+  p->out[p->len] = 0;
+}
+
+/* Collects every rank's output until all pipes are closed; reaps ranks
+** as they end and kills the rest when one dies by a signal. */
+static void collect(rank_proc *ps, int n) {
+  for (;;) {
+    struct pollfd fds[COLLGEN_MAX_DEVICES];
+    int open_count = 0, map[COLLGEN_MAX_DEVICES];
+    for (int r = 0; r < n; ++r)
+      if (ps[r].fd >= 0) {
+        fds[open_count] = (struct pollfd){ps[r].fd, POLLIN, 0};
+        map[open_count++] = r;
+      }
+    if (open_count == 0) break;
+    int ready = poll(fds, (nfds_t)open_count, 200);
+    for (int k = 0; ready > 0 && k < open_count; ++k)
+      if (fds[k].revents) drain(&ps[map[k]]);
+    for (int r = 0; r < n; ++r) {
+      if (ps[r].reaped || waitpid(ps[r].pid, &ps[r].status, WNOHANG) != ps[r].pid) continue;
+      ps[r].reaped = 1;
+      if (WIFSIGNALED(ps[r].status))
+        for (int o = 0; o < n; ++o)
+          if (!ps[o].reaped) kill(ps[o].pid, SIGKILL);
+    }
+  }
+  for (int r = 0; r < n; ++r)
+    if (!ps[r].reaped && waitpid(ps[r].pid, &ps[r].status, 0) == ps[r].pid) ps[r].reaped = 1;
+}
+
+int demo_processes(int nranks, demo_rank_fn run, demo_no_gpu_fn no_gpu) {
+  char why[600] = "";
+  const int gpus = count_gpus(why, sizeof why);
+  if (gpus < 1) return no_gpu(why);
+  int n = nranks > 0 ? nranks : gpus < 2 ? 2 : gpus;
+  if (n > COLLGEN_MAX_DEVICES) n = COLLGEN_MAX_DEVICES;
+  collgen_unique_id_t id;
+  if (collgen_get_unique_id(&id) != COLLGEN_OK) {
+    fprintf(stderr, "collgen demo: %s\n", collgen_last_error());
+    return 1;
+  }
+  printf("collgen demo: %d processes, one rank each, on %d GPU(s)\n", n, gpus);
+  rank_proc ps[COLLGEN_MAX_DEVICES];
+  memset(ps, 0, sizeof ps);
+  int started = 0;
+  for (; started < n; ++started)
+    if (start_rank(&ps[started], n, &id, started, started % gpus, run) != 0) break;
+  if (started < n) { /* the started ranks would wait for the missing ones */
+    fprintf(stderr, "collgen demo: fork of rank %d failed: %s\n", started, strerror(errno));
+    for (int r = 0; r < started; ++r) kill(ps[r].pid, SIGKILL);
+  }
+  collect(ps, started);
+  int failed = started < n;
+  for (int r = 0; r < started; ++r) {
+    fputs(ps[r].out ? ps[r].out : "", stdout);
+    const int st = ps[r].status;
+    if (WIFSIGNALED(st)) printf("  rank %d: killed by signal %d\n", r, WTERMSIG(st));
+    else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) printf("  rank %d: checks failed\n", r);
+    failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    free(ps[r].out);
+  }
+  printf("collgen demo: %s\n", failed ? "FAILED" : "all checks passed");
+  return failed;
+}
