@@ -189,7 +189,7 @@ static void log_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   char want[160];
   snprintf(want, sizeof want, "rank %d: transport auto: group size 2, ranks 0..1: nccl (ranks 0 "
            "and 1 are on different hosts)", rank);
-  CHILD_CHECK(rep, rank, 1, strcmp(line, want) == 0, "logged \"%s\"", line);
+  CHILD_CHECK(rep, rank, 1, strcmp(line, want) == 0, "logged \"%.200s\"", line);
   collgen_comm_destroy(c);
   _exit(0);
 }
