@@ -141,6 +141,27 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
               l->params.rank == 0,
               "fused: %s, %ld calls, %ld launches", collgen_comm_last_error(c), nc->calls,
               stats->launches);
+  /* prepare loads the local kernel of an NCCL-routed group: the call then
+  ** loads nothing */
+  collgen_shape_t sh;
+  collgen_shape_init(&sh, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  sh.dtype = COLLGEN_DTYPE_F16;
+  sh.tensor_rank = 2;
+  sh.rows = 16;
+  sh.cols = 1024;
+  sh.aligned16 = 1;
+  sh.group_size = 0;
+  reset();
+  rc = collgen_comm_prepare(c, &sh, 1);
+  const long loads = stats->module_loads;
+  CHILD_CHECK(rep, rank, 15, rc == COLLGEN_OK && loads == 1 && nc->calls == 0,
+              "prepare: %s, %ld module loads", collgen_comm_last_error(c), loads);
+  int64_t ps[2] = {16, 1024};
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_F16, 2, ps, in, out, nrm, res, gam,
+                                               1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 16, rc == COLLGEN_OK && stats->module_loads == loads && nc->calls == 1 &&
+              stats->launches == 1, "after prepare: %s, %ld more module loads",
+              collgen_comm_last_error(c), stats->module_loads - loads);
   /* refusals come before any NCCL call or launch: misaligned, overlapping */
   reset();
   rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in + 2, out, nrm,
