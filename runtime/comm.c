@@ -132,6 +132,8 @@ int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options
   c->pdl = options->pdl;
   c->launch_mask = options->launch_mask;
   c->staging_bytes = options->staging_bytes ? options->staging_bytes : COLLGEN_DEFAULT_STAGING_BYTES;
+  c->nhosts = 1; /* one host, every group on P2P, until a rank's bootstrap says otherwise */
+  collgen__route_all_p2p(c);
   int rc = collgen_generator_create(&c->gen, options->cache_dir);
   if (rc != COLLGEN_OK) {
     free(c);
@@ -177,7 +179,15 @@ int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
   collgen_comm_options_t defaults;
   collgen_comm_options_init(&defaults);
   if (!options) options = &defaults;
-  int rc = collgen__driver_load(err, sizeof err);
+  collgen_transport_t transport;
+  int rc = collgen__transport_requested(options, &transport, err, sizeof err);
+  if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
+  if (transport == COLLGEN_TRANSPORT_NCCL)
+    return collgen__fail_tls(COLLGEN_ERR_UNSUPPORTED,
+                             "transport nccl (options->transport or COLLGEN_TRANSPORT): the "
+                             "one-process communicator runs on P2P only; NCCL needs one process "
+                             "per GPU (collgen_comm_init_rank)");
+  rc = collgen__driver_load(err, sizeof err);
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
   rc = validate_devices(ndev, devices, options->allow_shared_devices, err, sizeof err);
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
@@ -243,5 +253,10 @@ int collgen_comm_info(collgen_comm_t *c, collgen_comm_info_t *info) {
       snprintf(info->link[a][b], sizeof info->link[a][b], "%s", link);
     }
   }
+  info->nhosts = c->nhosts;
+  for (int r = 0; r < c->ndev; ++r) info->host[r] = c->host[r];
+  for (int s = 1; s <= c->ndev; ++s)
+    for (int g = 0; c->ndev % s == 0 && g < c->ndev / s; ++g)
+      info->route[s - 1][g] = collgen__route_of(c, s, g * s);
   return COLLGEN_OK;
 }

@@ -15,7 +15,8 @@
 **      (templates/signal.cuh.tpl).
 ** Round 2 starts only when round 1 has completed on every rank, so any
 ** kernel that starts after round 2 began reads the mark in its counts.
-** docs/signals.md has the argument in full.
+** docs/signals.md has the argument in full. Groups routed to NCCL are
+** ended by ncclCommAbort.
 */
 #include <stddef.h>
 
@@ -62,6 +63,8 @@ int collgen_comm_abort(collgen_comm_t *c) {
   collgen__cu.cuCtxGetCurrent(&caller);
   int rc = run_round(c, 0, offsetof(collgen__signal, ll_token), "abort: marking the counts");
   int rc2 = run_round(c, 0, sizeof(collgen__signal), "abort: overwriting the signal buffers");
+  /* Groups on NCCL: its own abort ends their operations (docs/multinode.md). */
+  int rc3 = collgen__comm_nccl_abort(c);
   collgen__cu.cuCtxSetCurrent(caller);
-  return rc != COLLGEN_OK ? rc : rc2;
+  return rc != COLLGEN_OK ? rc : rc2 != COLLGEN_OK ? rc2 : rc3;
 }

@@ -7,6 +7,7 @@
 
 #include "driver.h"
 #include "device_abi.h"
+#include "nccl_api.h"
 #include "shared_mem.h"
 
 struct collgen__boot;
@@ -54,6 +55,13 @@ struct collgen_comm {
   size_t staging_bytes;
   struct collgen_buffer *buffers;          /* live registrations */
   CUdeviceptr errors_dev;
+  /* Routing (route.c): route[s][g] is the path (collgen_transport_t) of
+  ** group g of group size s; host[r] numbers rank r's host. */
+  unsigned char route[COLLGEN_MAX_DEVICES + 1][COLLGEN_MAX_DEVICES];
+  int host[COLLGEN_MAX_DEVICES], nhosts;
+  /* NCCL (comm_nccl.c): this rank's communicator of its group of size s,
+  ** where that group routes to NCCL; NULL elsewhere and after an abort. */
+  collgen__nccl_comm_t nccl[COLLGEN_MAX_DEVICES + 1];
   int timeout_ms, max_blocks;
   int pdl;                /* options.pdl: launches carry the PDL attribute */
   unsigned launch_mask;
@@ -89,6 +97,38 @@ int collgen__comm_is_local(const collgen_comm_t *c, int r);
 /* Unmaps every rank's shared buffers and closes the bootstrap (one process
 ** per GPU; nothing otherwise). */
 void collgen__comm_rank_release(collgen_comm_t *c);
+
+/* ---- Routing (route.c) ---- */
+/* The transport a communicator asks for: options->transport when not
+** AUTO, else $COLLGEN_TRANSPORT ("auto", "p2p" or "nccl" exactly; unset or
+** empty = auto). COLLGEN_ERR_INVALID_ARG for any other value. */
+int collgen__transport_requested(const collgen_comm_options_t *o, collgen_transport_t *out,
+                                 char *err, size_t n);
+/* "auto", "p2p", "nccl". */
+const char *collgen__transport_name(collgen_transport_t t);
+/* Fills c->route for every group of every group size from c->host, c->p2p
+** and `mode`: NCCL when forced, or (auto) when a pair of the group is on
+** two hosts or lacks P2P; P2P otherwise (forced P2P over a missing pair is
+** refused by the call, COLLGEN_ERR_NO_P2P). Groups of one rank are always
+** P2P. Logs the path of each group holding c->self (COLLGEN_LOG_INFO). */
+void collgen__route_decide(collgen_comm_t *c, collgen_transport_t mode);
+/* Every group P2P (the one-process communicator). */
+void collgen__route_all_p2p(collgen_comm_t *c);
+/* The path of the group [base, base+size). */
+collgen_transport_t collgen__route_of(const collgen_comm_t *c, int size, int base);
+
+/* ---- NCCL communicators (comm_nccl.c) ---- */
+/* Collective over c->boot, on every rank: when any group routes to NCCL,
+** loads NCCL on every rank that is in such a group, shares one
+** ncclGetUniqueId per group (made by its first rank) and creates this
+** rank's communicator of each such group (ncclCommInitRank, the rank's
+** context current). Every rank fails together when a rank cannot load
+** NCCL (COLLGEN_ERR_NO_NCCL naming it) or a creation fails. */
+int collgen__comm_nccl_open(collgen_comm_t *c);
+/* Destroys this rank's NCCL communicators (ncclCommDestroy). */
+void collgen__comm_nccl_close(collgen_comm_t *c);
+/* Aborts them (ncclCommAbort; collgen_comm_abort). */
+int collgen__comm_nccl_abort(collgen_comm_t *c);
 
 /* Ends every registration left, without the collective wait (destroy). */
 void collgen__comm_buffers_release(collgen_comm_t *c);

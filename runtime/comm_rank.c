@@ -1,11 +1,14 @@
 /*
 ** comm_rank.c -- the one-process-per-GPU communicator (collgen_comm_init_rank):
-** this process drives one rank (c->self); the other ranks are processes on
-** the same host. They meet through the bootstrap (bootstrap.h), then map
-** each other's signal buffer and staging area: VMM allocations exported as
-** POSIX fds (shared_mem.h). After creation the communicator is the
-** one-process one with a single local rank: the same ops, planner,
-** kernels, abort and health code run on it (docs/multiprocess.md).
+** this process drives one rank (c->self); the other ranks are other
+** processes. They meet through the bootstrap (bootstrap.h: the socket of a
+** unique id, or the application's all-gather), then map the signal buffer
+** and staging area of every peer on their host with P2P: VMM allocations
+** exported as POSIX fds (shared_mem.h). Then every group is routed
+** (route.c) and the NCCL communicators of the groups that need them are
+** made (comm_nccl.c). After creation the communicator is the one-process
+** one with a single local rank: the same ops, planner, kernels, abort and
+** health code run on it (docs/multiprocess.md, docs/multinode.md).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +18,7 @@
 #include "bootstrap.h"
 #include "comm_internal.h"
 
-#define RANK_INFO_VERSION 1u
+#define RANK_INFO_VERSION 2u
 
 /* What every rank tells the others when the communicator is created. */
 typedef struct {
@@ -27,6 +30,8 @@ typedef struct {
   uint64_t staging_request; /* must agree: large calls are cut by it */
   uint64_t signal_bytes;   /* mapped sizes of the exported allocations */
   uint64_t staging_bytes;
+  int32_t transport;       /* must agree: the requested collgen_transport_t */
+  int32_t reserved;
 } rank_info;
 
 /* The second exchange: whether the rank mapped every peer, and its row of
@@ -99,8 +104,9 @@ out:
 }
 
 /* Checks the peers' records and maps their buffers; fills this rank's P2P
-** row. Peers whose GPU this rank cannot reach are recorded, not refused:
-** the ops refuse a group that holds such a pair, as in one process. */
+** row. Peers whose GPU this rank cannot reach (another host, no P2P, or no
+** descriptor: fds[] holds -1) are recorded, not refused: routing sends
+** their groups to NCCL, or (forced P2P) the ops refuse them. */
 static int map_peers(collgen_comm_t *c, const rank_info *all, const int *fds, int32_t *p2p_row) {
   const int self = c->self;
   for (int r = 0; r < c->ndev; ++r) {
@@ -120,10 +126,24 @@ static int map_peers(collgen_comm_t *c, const rank_info *all, const int *fds, in
                            "%llu): every rank must cut large calls alike", self, r,
                            (unsigned long long)all[self].staging_request,
                            (unsigned long long)p->staging_request);
+    if (p->transport != all[self].transport)
+      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                           "ranks %d and %d asked for different transports (%s, %s): every "
+                           "rank must route alike (options->transport, COLLGEN_TRANSPORT)",
+                           self, r, collgen__transport_name((collgen_transport_t)all[self].transport),
+                           collgen__transport_name((collgen_transport_t)p->transport));
     snprintf(c->arch[r], sizeof c->arch[r], "sm_%d", (int)p->sm);
     c->devices[r] = p->device;
     if (r == self) {
       p2p_row[r] = 1;
+      continue;
+    }
+    /* Memory of another host cannot be mapped (and its fds, which the
+    ** socket of a one-host test still carries, are closed unused). */
+    const collgen__boot_peer *mine = collgen__boot_peer_info(c->boot, self),
+                             *theirs = collgen__boot_peer_info(c->boot, r);
+    if (memcmp(mine->host, theirs->host, COLLGEN__HOST_ID_BYTES) != 0 || fds[2 * r] < 0) {
+      p2p_row[r] = 0;
       continue;
     }
     const int local = device_of_uuid(p->uuid);
@@ -153,20 +173,50 @@ static int map_peers(collgen_comm_t *c, const rank_info *all, const int *fds, in
   return COLLGEN_OK;
 }
 
+/* How the ranks meet: the socket of a unique id, or the application's
+** all-gather. */
+typedef struct {
+  const collgen_unique_id_t *id;
+  collgen_allgather_fn fn;
+  void *ctx;
+} meeting;
+
+/* Opens c->boot. Through a callback, when every rank is on one host, the
+** socket is opened over it so that descriptors can travel; across hosts
+** the callback stays (nothing is mapped between processes). */
+static int open_bootstrap(collgen_comm_t *c, const meeting *m) {
+  collgen__boot_options bo;
+  collgen__boot_options_init(&bo);
+  bo.timeout_ms = c->timeout_ms;
+  const char *fake = getenv("COLLGEN_TEST_HOST_ID"); /* tests: fake several hosts */
+  bo.host_id = fake && *fake ? fake : NULL;
+  if (m->id) return collgen__boot_create(&c->boot, m->id, c->self, c->ndev, &bo, c->err, sizeof c->err);
+  collgen__boot *via = NULL;
+  int rc = collgen__boot_create_callback(&via, m->fn, m->ctx, c->self, c->ndev, &bo, c->err,
+                                         sizeof c->err);
+  if (rc != COLLGEN_OK) return rc;
+  int hosts_of[COLLGEN_MAX_DEVICES];
+  if (collgen__boot_hosts(via, hosts_of) > 1) {
+    c->boot = via;
+    return COLLGEN_OK;
+  }
+  rc = collgen__boot_create_socket_over(&c->boot, via, &bo, c->err, sizeof c->err);
+  collgen__boot_destroy(via);
+  return rc;
+}
+
 /* The bootstrap, both exchanges and the mappings. */
-static int connect_ranks(collgen_comm_t *c, const collgen_unique_id_t *id, rank_info *me) {
-  const int n = c->ndev, self = c->self;
+static int connect_ranks(collgen_comm_t *c, const meeting *m, rank_info *me) {
+  const int n = c->ndev;
   int own_fds[2] = {-1, -1}, fds[2 * COLLGEN_MAX_DEVICES];
   rank_info all[COLLGEN_MAX_DEVICES];
   rank_status st, all_st[COLLGEN_MAX_DEVICES];
   for (int i = 0; i < 2 * n; ++i) fds[i] = -1;
-  collgen__boot_options bo;
-  collgen__boot_options_init(&bo);
-  bo.timeout_ms = c->timeout_ms;
-  int rc = collgen__boot_create(&c->boot, id, self, n, &bo, c->err, sizeof c->err);
+  int rc = open_bootstrap(c, m);
   if (rc == COLLGEN_OK) rc = share_own_buffers(c, me, own_fds);
   if (rc != COLLGEN_OK) goto out; /* the peers see this rank leave */
-  rc = collgen__boot_exchange(c->boot, me, all, sizeof *me, own_fds, 2, fds);
+  const int nfds = (collgen__boot_caps(c->boot) & COLLGEN__BOOT_CAP_FDS) ? 2 : 0;
+  rc = collgen__boot_exchange(c->boot, me, all, sizeof *me, own_fds, nfds, fds);
   if (rc != COLLGEN_OK) {
     snprintf(c->err, sizeof c->err, "%s", collgen__boot_last_error(c->boot));
     goto out;
@@ -187,6 +237,11 @@ static int connect_ranks(collgen_comm_t *c, const collgen_unique_id_t *id, rank_
                          collgen_status_name(all_st[r].status));
     for (int q = 0; q < n; ++q) c->p2p[r][q] = all_st[r].p2p[q];
   }
+  if (rc == COLLGEN_OK) {
+    c->nhosts = collgen__boot_hosts(c->boot, c->host);
+    collgen__route_decide(c, (collgen_transport_t)me->transport);
+    rc = collgen__comm_nccl_open(c);
+  }
 out:
   for (int i = 0; i < 2; ++i)
     if (own_fds[i] >= 0) close(own_fds[i]);
@@ -198,6 +253,7 @@ out:
 void collgen__comm_rank_release(collgen_comm_t *c) {
   if (c->self < 0) return;
   collgen__cu.cuCtxSetCurrent(c->ctx[c->self]);
+  collgen__comm_nccl_close(c);
   for (int r = 0; r < c->ndev; ++r) {
     collgen__shared_free(&c->shared_signal[r]);
     collgen__shared_free(&c->shared_staging[r]);
@@ -207,19 +263,21 @@ void collgen__comm_rank_release(collgen_comm_t *c) {
   c->boot = NULL;
 }
 
-int collgen_comm_init_rank(collgen_comm_t **out, int nranks, const collgen_unique_id_t *id,
-                           int rank, int device, const collgen_comm_options_t *options) {
+/* Both entry points, after their own argument checks. */
+static int init_rank(collgen_comm_t **out, int nranks, const meeting *m, int rank, int device,
+                     const collgen_comm_options_t *options) {
   char err[COLLGEN_ERRBUF];
-  if (!out) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "out is NULL");
-  *out = NULL;
-  if (!id) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "id is NULL");
   if (nranks < 1 || nranks > COLLGEN_MAX_DEVICES)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "nranks must be 1..%d, got %d",
                              COLLGEN_MAX_DEVICES, nranks);
   if (rank < 0 || rank >= nranks)
     return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "rank must be 0..%d, got %d", nranks - 1,
                              rank);
-  int rc = collgen__driver_load(err, sizeof err);
+  collgen_comm_options_t defaults;
+  collgen_comm_options_init(&defaults);
+  collgen_transport_t transport;
+  int rc = collgen__transport_requested(options ? options : &defaults, &transport, err, sizeof err);
+  if (rc == COLLGEN_OK) rc = collgen__driver_load(err, sizeof err);
   if (rc != COLLGEN_OK) return collgen__fail_tls(rc, "%s", err);
   collgen_comm_t *c = NULL;
   rc = collgen__comm_new(&c, nranks, options);
@@ -230,8 +288,9 @@ int collgen_comm_init_rank(collgen_comm_t **out, int nranks, const collgen_uniqu
   me.version = RANK_INFO_VERSION;
   me.max_blocks = c->max_blocks;
   me.staging_request = c->staging_bytes;
+  me.transport = (int32_t)transport;
   rc = open_device(c, device, &me);
-  if (rc == COLLGEN_OK) rc = connect_ranks(c, id, &me);
+  if (rc == COLLGEN_OK) rc = connect_ranks(c, m, &me);
   for (int r = 0; rc == COLLGEN_OK && r < nranks; ++r) {
     c->signal[r] = c->shared_signal[r].ptr;
     c->staging[r] = c->shared_staging[r].ptr;
@@ -245,4 +304,23 @@ int collgen_comm_init_rank(collgen_comm_t **out, int nranks, const collgen_uniqu
   collgen__cu.cuCtxSetCurrent(NULL);
   *out = c;
   return COLLGEN_OK;
+}
+
+int collgen_comm_init_rank(collgen_comm_t **out, int nranks, const collgen_unique_id_t *id,
+                           int rank, int device, const collgen_comm_options_t *options) {
+  if (!out) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "out is NULL");
+  *out = NULL;
+  if (!id) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "id is NULL");
+  const meeting m = {id, NULL, NULL};
+  return init_rank(out, nranks, &m, rank, device, options);
+}
+
+int collgen_comm_init_rank_callback(collgen_comm_t **out, int nranks, collgen_allgather_fn fn,
+                                    void *ctx, int rank, int device,
+                                    const collgen_comm_options_t *options) {
+  if (!out) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "out is NULL");
+  *out = NULL;
+  if (!fn) return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "fn is NULL");
+  const meeting m = {NULL, fn, ctx};
+  return init_rank(out, nranks, &m, rank, device, options);
 }

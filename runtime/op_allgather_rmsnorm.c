@@ -81,6 +81,60 @@ static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen_
                                    base, size, r, kp, s);
 }
 
+/* NCCL path: the shards are gathered into residual output, then this rank
+** normalizes every gathered row itself: the op on a group of one over
+** [rows, cols] reading residual output (it rewrites the same values
+** there). Buffers must be 16-byte aligned, as on the P2P path. */
+static int nccl_local(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                      int base, int size, int r, collgen__local_call *local) {
+  (void)base;
+  (void)size;
+  int rc = collgen__stage_check_aligned(c, &collgen__rt_allgather_rmsnorm, call, g, r);
+  if (rc != COLLGEN_OK) return rc;
+  const int64_t shape[2] = {g->shape.rows, g->shape.cols};
+  collgen__local_call_init(local, call, r, shape, 2);
+  local->buffers[ROLE_INPUT][r] = call->buffers[ROLE_RESIDUAL][r];
+  return COLLGEN_OK;
+}
+
+/* Equal shards: ncclAllGather. Uneven ones: a send to and a receive from
+** every peer with rows, in one NCCL group, and a copy of this rank's own. */
+static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                         int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
+  const int64_t cols = g->shape.cols, esize = collgen__dtype_bytes(call->dtype);
+  const collgen__nccl_dtype dt = collgen__nccl_dtype_of(call->dtype);
+  const void *in = call->buffers[ROLE_INPUT][r];
+  char *gathered = (char *)call->buffers[ROLE_RESIDUAL][r];
+  int equal = 1;
+  for (int k = base; k < base + size; ++k) equal &= g->rank_rows[k] == g->rank_rows[base];
+  if (equal)
+    return collgen__nccl_fail(collgen__nccl.ncclAllGather(in, gathered,
+                                                          (size_t)(g->rank_rows[r] * cols), dt,
+                                                          comm, s),
+                              "ncclAllGather", c->err, sizeof c->err);
+  const size_t mine = (size_t)(g->rank_rows[r] * cols);
+  int64_t start = 0, own = 0;
+  int rc = collgen__nccl_fail(collgen__nccl.ncclGroupStart(), "ncclGroupStart", c->err,
+                              sizeof c->err);
+  for (int k = base; rc == COLLGEN_OK && k < base + size; ++k) {
+    const size_t theirs = (size_t)(g->rank_rows[k] * cols);
+    if (k == r) own = start;
+    if (k != r && mine)
+      rc = collgen__nccl_fail(collgen__nccl.ncclSend(in, mine, dt, k - base, comm, s), "ncclSend",
+                              c->err, sizeof c->err);
+    if (rc == COLLGEN_OK && k != r && theirs)
+      rc = collgen__nccl_fail(collgen__nccl.ncclRecv(gathered + start * esize, theirs, dt,
+                                                     k - base, comm, s),
+                              "ncclRecv", c->err, sizeof c->err);
+    start += (int64_t)theirs;
+  }
+  /* The group is ended whatever failed inside it. */
+  const collgen__nccl_result end = collgen__nccl.ncclGroupEnd();
+  if (rc == COLLGEN_OK) rc = collgen__nccl_fail(end, "ncclGroupEnd", c->err, sizeof c->err);
+  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, gathered + own * esize, in, mine * (size_t)esize, s);
+  return rc;
+}
+
 const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .op = COLLGEN_OP_ALLGATHER_RMSNORM,
     .nroles = 4,
@@ -90,6 +144,8 @@ const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .stage_in = stage_in, /* the outputs are written in place: no stage_out */
+    .nccl_local = nccl_local,
+    .nccl_exchange = nccl_exchange,
 };
 
 int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,

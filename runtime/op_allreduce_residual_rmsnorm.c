@@ -137,6 +137,34 @@ static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen
                              (size_t)g->bytes[ROLE_RESIDUAL_OUT][r], s);
 }
 
+/* NCCL path: NCCL sums x into this rank's staging area (region IN, rounded
+** to the dtype there), then the op on a group of one adds the residual and
+** normalizes: two roundings where the P2P path has one
+** (docs/multinode.md#bits). Buffers must be 16-byte aligned, as on the P2P
+** path; the caller cut the call to fit the region. */
+static int nccl_local(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                      int base, int size, int r, collgen__local_call *local) {
+  (void)base;
+  (void)size;
+  int rc = collgen__stage_check_aligned(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, r);
+  if (rc == COLLGEN_OK) rc = collgen__stage_fits(c, "x", (size_t)g->bytes[ROLE_X][r]);
+  if (rc != COLLGEN_OK) return rc;
+  collgen__local_call_init(local, call, r, call->shapes[r], call->tensor_rank);
+  local->buffers[ROLE_X][r] = collgen__staging_at(c, r, 0);
+  return COLLGEN_OK;
+}
+
+static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                         int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
+  (void)base;
+  (void)size;
+  return collgen__nccl_fail(
+      collgen__nccl.ncclAllReduce(call->buffers[ROLE_X][r], collgen__staging_at(c, r, 0),
+                                  (size_t)(g->shape.rows * g->shape.cols),
+                                  collgen__nccl_dtype_of(call->dtype), COLLGEN__NCCL_SUM, comm, s),
+      "ncclAllReduce", c->err, sizeof c->err);
+}
+
 const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
     .nroles = 7,
@@ -149,6 +177,8 @@ const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .fill_rank = fill_rank,
     .stage_in = stage_in,
     .stage_out = stage_out,
+    .nccl_local = nccl_local,
+    .nccl_exchange = nccl_exchange,
 };
 
 int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,

@@ -108,6 +108,19 @@ static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen
                     (size_t)g->bytes[ROLE_OUTPUT][r], s);
 }
 
+/* NCCL path: ncclAllReduce is the whole op (NCCL's own summation order,
+** docs/multinode.md#bits). */
+static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                         int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
+  (void)base;
+  (void)size;
+  return collgen__nccl_fail(
+      collgen__nccl.ncclAllReduce(call->buffers[ROLE_INPUT][r], (void *)call->buffers[ROLE_OUTPUT][r],
+                                  (size_t)g->shape.elems, collgen__nccl_dtype_of(call->dtype),
+                                  COLLGEN__NCCL_SUM, comm, s),
+      "ncclAllReduce", c->err, sizeof c->err);
+}
+
 const collgen__op_runtime collgen__rt_allreduce_sum = {
     .op = COLLGEN_OP_ALLREDUCE_SUM,
     .nroles = 2,
@@ -120,6 +133,7 @@ const collgen__op_runtime collgen__rt_allreduce_sum = {
     .fill_rank = fill_rank,
     .stage_in = stage_in,
     .stage_out = stage_out,
+    .nccl_exchange = nccl_exchange, /* no nccl_local: NCCL does it all */
 };
 
 int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,

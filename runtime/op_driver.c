@@ -63,10 +63,13 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   call->group_size = gs;
   for (int a = 0; a < c->ndev; ++a)
     for (int b = 0; b < c->ndev; ++b)
-      if (a / gs == b / gs && !c->p2p[a][b])
+      if (a / gs == b / gs && !c->p2p[a][b] &&
+          collgen__route_of(c, gs, a / gs * gs) == COLLGEN_TRANSPORT_P2P)
         return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_P2P,
                              "ranks %d (device %d) and %d (device %d) share a group but "
-                             "have no peer access", a, c->devices[a], b, c->devices[b]);
+                             "have no peer access%s", a, c->devices[a], b, c->devices[b],
+                             c->host[a] != c->host[b] ? " (they are on different hosts; the "
+                                                        "transport is forced to p2p)" : "");
   return COLLGEN_OK;
 }
 
@@ -146,8 +149,7 @@ static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
   return COLLGEN_OK;
 }
 
-/* The planner's view of a group, before the op adds its sizes. */
-static void common_shape(const collgen_comm_t *c, const collgen__call *call, collgen_shape_t *s) {
+void collgen__common_shape(const collgen_comm_t *c, const collgen__call *call, collgen_shape_t *s) {
   collgen_shape_init(s, call->op);
   s->dtype = call->dtype;
   s->ngpus = c->ndev;
@@ -185,9 +187,8 @@ int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, 
   return COLLGEN_OK;
 }
 
-/* The parameters every kernel takes, for rank r of group [base, base+size). */
-static void common_params(const collgen_comm_t *c, int base, int size, int r,
-                          collgen__kparams *kp) {
+void collgen__common_params(const collgen_comm_t *c, int base, int size, int r,
+                            collgen__kparams *kp) {
   memset(kp, 0, sizeof *kp);
   for (int g = 0; g < size; ++g) kp->signal[g] = (void *)(uintptr_t)c->signal[base + g];
   kp->error = (unsigned int *)(uintptr_t)(c->errors_dev +
@@ -197,14 +198,15 @@ static void common_params(const collgen_comm_t *c, int base, int size, int r,
   kp->group_base = (unsigned)base;
 }
 
-static int launch_rank(collgen_comm_t *c, const launch_set *ls, int r, CUstream stream) {
+int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
+                    const collgen__kparams *kp, int r, CUstream stream) {
   int rc = COLLGEN_OK;
   if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
-  void *args[] = {(void *)&ls->kp[r]};
+  void *args[] = {(void *)kp};
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
   if (!c->pdl) {
-    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(ls->fn[r], (unsigned)ls->grid, 1, 1,
-                                               (unsigned)ls->block, 1, 1, 0, stream, args, NULL),
+    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0,
+                                               stream, args, NULL),
                     rc, c->err, sizeof c->err, out);
   } else { /* programmatic dependent launch (docs/api.md, options.pdl) */
     CUlaunchAttribute attr;
@@ -213,14 +215,14 @@ static int launch_rank(collgen_comm_t *c, const launch_set *ls, int r, CUstream 
     attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = (unsigned)ls->grid;
+    cfg.gridDimX = (unsigned)grid;
     cfg.gridDimY = cfg.gridDimZ = 1;
-    cfg.blockDimX = (unsigned)ls->block;
+    cfg.blockDimX = (unsigned)block;
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.hStream = stream;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernelEx(&cfg, ls->fn[r], args, NULL), rc, c->err,
+    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernelEx(&cfg, fn, args, NULL), rc, c->err,
                     sizeof c->err, out);
   }
 out:
@@ -276,7 +278,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     const int base = grp * size;
     memset(g->bytes, 0, sizeof g->bytes);
     g->empty = 0;
-    common_shape(c, call, &g->shape);
+    collgen__common_shape(c, call, &g->shape);
     rc = rt->measure_group(c, call, base, size, g);
     for (int r = base; rc == COLLGEN_OK && !g->empty && r < base + size; ++r)
       if (collgen__comm_is_local(c, r)) rc = check_rank_buffers(c, rt, call, g, r);
@@ -289,6 +291,13 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     } else if (!g->empty && rt->finish_group) {
       rt->finish_group(call, base, size, g);
     }
+  }
+  /* This process's rank's group, routed to NCCL (only one process per GPU
+  ** routes any group there): the rank's part is all there is to run. */
+  if (c->self >= 0 && collgen__route_of(c, size, c->self / size * size) == COLLGEN_TRANSPORT_NCCL) {
+    const int grp = c->self / size;
+    if (groups[grp].empty) return COLLGEN_OK;
+    return collgen__nccl_group_run(c, rt, call, &groups[grp], grp * size, size);
   }
   if (size == 1 && rt->copy_alone) {
     for (int r = 0; rc == COLLGEN_OK && r < c->ndev; ++r)
@@ -306,7 +315,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     if (rc != COLLGEN_OK) return rc;
     for (int r = base; r < base + size; ++r) {
       if (!collgen__comm_is_local(c, r)) continue;
-      common_params(c, base, size, r, &sets[grp].kp[r]);
+      collgen__common_params(c, base, size, r, &sets[grp].kp[r]);
       rt->fill_rank(call, &groups[grp], base, size, r, &sets[grp].kp[r]);
     }
   }
@@ -325,7 +334,9 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
         if (rc == COLLGEN_OK)
           rc = rt->stage_in(c, call, &groups[grp], sets[grp].algo, base, size, r, &sets[grp].kp[r], s);
       }
-      if (rc == COLLGEN_OK) rc = launch_rank(c, &sets[grp], r, s);
+      if (rc == COLLGEN_OK)
+        rc = collgen__launch(c, sets[grp].fn[r], sets[grp].grid, sets[grp].block, &sets[grp].kp[r],
+                             r, s);
       if (rc == COLLGEN_OK && call->per_rank && rt->stage_out)
         rc = rt->stage_out(c, call, &groups[grp], sets[grp].algo, r, s);
     }

@@ -39,12 +39,14 @@ typedef struct {
 } collgen__call;
 
 /* What measure_group learned about one group (ranks base..base+size-1). */
-typedef struct {
+typedef struct collgen__group {
   int64_t bytes[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES]; /* extent per role, rank; 0 = unused */
   int64_t rank_rows[COLLGEN_MAX_DEVICES]; /* op-defined per-rank sizes (shard rows) */
   collgen_shape_t shape;  /* the planner's view; elems/rows/cols/inplace set by the op */
   int empty;              /* nothing to do for this group */
 } collgen__group;
+
+struct collgen__local_call; /* below */
 
 typedef struct {
   const char *name;       /* "input", "normed output", ... (for messages) */
@@ -93,7 +95,54 @@ typedef struct {
                   const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s);
   int (*stage_out)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                    const char *algo, int r, CUstream s);
+  /* NCCL path (a group routed to NCCL, docs/multinode.md). nccl_local
+  ** runs first, before anything is queued: it checks what this path needs
+  ** (refusing as the P2P path would) and fills `local` with the op as a
+  ** call on rank r alone (a group of one) over what the exchange delivers,
+  ** or sets local->call.op to -1 when the exchange is the whole op.
+  ** nccl_exchange then queues the collective part on `s` through this
+  ** rank's NCCL communicator of the group (its ranks in group order). */
+  int (*nccl_local)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
+                    int base, int size, int r, struct collgen__local_call *local);
+  int (*nccl_exchange)(collgen_comm_t *c, const collgen__call *call,
+                       const collgen__group *g, int base, int size, int r,
+                       collgen__nccl_comm_t comm, CUstream s);
 } collgen__op_runtime;
+
+/* A call over one rank that finishes an op on the NCCL path: `call` with
+** its arrays held here. */
+typedef struct collgen__local_call {
+  collgen__call call;
+  int64_t shape[8];
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  const void *buffers[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES];
+  collgen_stream_t streams[COLLGEN_MAX_DEVICES];
+} collgen__local_call;
+
+/* Starts `local` as a copy of rank r's part of `call`, on rank r alone:
+** group size 1, the same buffers and scalars, shape `shape` (tensor_rank
+** dims); the op's nccl_local then replaces the buffers the exchange
+** feeds. */
+void collgen__local_call_init(collgen__local_call *local, const collgen__call *call, int r,
+                              const int64_t *shape, int tensor_rank);
+
+/* Runs rank c->self's part of a validated call whose group [base,
+** base+size) routes to NCCL (op_nccl.c): nccl_local, then planning and
+** loading of the local kernel, then the exchange, then the launch. */
+int collgen__nccl_group_run(collgen_comm_t *c, const collgen__op_runtime *rt,
+                            const collgen__call *call, const collgen__group *g, int base,
+                            int size);
+
+/* The parameters every kernel takes (signal pointers, error record,
+** timeout, rank, group base) for rank r of group [base, base+size). */
+void collgen__common_params(const collgen_comm_t *c, int base, int size, int r,
+                            collgen__kparams *kp);
+/* The planner's view of a call's group, before the op adds its sizes. */
+void collgen__common_shape(const collgen_comm_t *c, const collgen__call *call, collgen_shape_t *s);
+/* Launches rank r's kernel fn (grid x block, parameters kp) on `stream`
+** in r's context (nothing when the test option launch_mask leaves r out). */
+int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
+                    const collgen__kparams *kp, int r, CUstream stream);
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
 ** runtime/op_<id>.c). */

@@ -74,7 +74,9 @@ extern "C" {
   XX(UNSUPPORTED, -13, "unsupported configuration")                            \
   XX(ALIGNMENT, -14, "pointer not aligned to the element size")              \
   XX(ABORTED, -15, "the communicator was aborted")                            \
-  XX(PEER, -16, "a peer process left, was refused or broke the protocol")
+  XX(PEER, -16, "a peer process left, was refused or broke the protocol")     \
+  XX(NO_NCCL, -17, "NCCL (libnccl.so.2) is needed but could not be loaded")   \
+  XX(NCCL, -18, "an NCCL call failed")
 
 typedef enum {
 #define COLLGEN_ENUM_ENTRY(name, value, desc) COLLGEN_ERR_##name = value,
@@ -290,6 +292,22 @@ COLLGEN_API int collgen_nvrtc_version(int *major, int *minor);
 typedef struct collgen_comm collgen_comm_t;
 typedef struct CUstream_st *collgen_stream_t; /* same type as CUstream */
 
+/* How a group of ranks moves its data, described once: XX(NAME, value, id).
+** `p2p`: collgen's own kernels over P2P-mapped buffers (every rank of the
+** group on one host, every pair with peer access); `nccl`: NCCL underneath
+** (libnccl.so.2, loaded at run time) plus collgen's local RMSNorm kernels;
+** `auto`: p2p where the group allows it, else nccl (docs/multinode.md). */
+#define COLLGEN_TRANSPORT_MAP(XX)                                              \
+  XX(AUTO, 0, auto)                                                            \
+  XX(P2P, 1, p2p)                                                              \
+  XX(NCCL, 2, nccl)
+
+typedef enum {
+#define COLLGEN_TRANSPORT_ENUM_ENTRY(NAME, value, id) COLLGEN_TRANSPORT_##NAME = value,
+  COLLGEN_TRANSPORT_MAP(COLLGEN_TRANSPORT_ENUM_ENTRY)
+#undef COLLGEN_TRANSPORT_ENUM_ENTRY
+} collgen_transport_t;
+
 typedef struct collgen_comm_options {
   const char *cache_dir;   /* NULL = default cache location */
   int timeout_ms;          /* wait bound, a safety net: 0 = $COLLGEN_TIMEOUT_MS or
@@ -304,6 +322,10 @@ typedef struct collgen_comm_options {
                               its stream finishes (it waits for that kernel's
                               results before touching memory); needs sm_90+ and
                               one rank per GPU. 0 (default) = plain launches */
+  collgen_transport_t transport; /* one process per GPU: the path of every group;
+                              COLLGEN_TRANSPORT_AUTO (0) = $COLLGEN_TRANSPORT, else
+                              auto. P2P or NCCL here win over the variable. Every
+                              rank must ask for the same. */
 } collgen_comm_options_t;
 
 /* Default staging area per rank in the one-process-per-GPU mode. Calls
@@ -319,8 +341,10 @@ COLLGEN_API void collgen_comm_options_init(collgen_comm_options_t *options);
 ** per entry in order. Retains each device's primary context, enables peer
 ** access between all ranks, allocates and zeroes a signal buffer per rank.
 ** Errors (nothing left allocated): COLLGEN_ERR_NO_DRIVER, _INVALID_ARG (bad
-** count, duplicate device without allow_shared_devices), _NO_DEVICE,
-** _NO_P2P (two ranks cannot access each other), _CUDA. */
+** count, duplicate device without allow_shared_devices, a bad
+** $COLLGEN_TRANSPORT), _NO_DEVICE, _NO_P2P (two ranks cannot access each
+** other), _UNSUPPORTED (transport nccl: this communicator runs on P2P
+** only), _CUDA. */
 COLLGEN_API int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
                                     const collgen_comm_options_t *options);
 /* Frees everything the communicator holds. Waits for nothing: the caller
@@ -336,9 +360,18 @@ typedef struct collgen_comm_info {
   int p2p[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES]; /* 1 = peer access */
   char link[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES][16]; /* "self","NVLink","PCIe","none" */
   size_t signal_bytes_per_rank;
+  /* Appended with the NCCL transport (docs/multinode.md). */
+  int nhosts;                       /* hosts the ranks run on */
+  int host[COLLGEN_MAX_DEVICES];    /* rank r's host, numbered 0.. in the order of
+                                       each host's lowest rank */
+  /* route[s - 1][g]: the path of group g (ranks g*s .. g*s+s-1) of calls
+  ** with group size s, for every s dividing ndev: COLLGEN_TRANSPORT_P2P or
+  ** COLLGEN_TRANSPORT_NCCL; COLLGEN_TRANSPORT_AUTO (0) where there is no
+  ** such group. Decided once, when the communicator was created. */
+  collgen_transport_t route[COLLGEN_MAX_DEVICES][COLLGEN_MAX_DEVICES];
 } collgen_comm_info_t;
 
-/* Reports devices, archs and the P2P matrix of a communicator. */
+/* Reports devices, archs, the P2P matrix, hosts and each group's path. */
 COLLGEN_API int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *info);
 
 /* Returns COLLGEN_ERR_ABORTED after collgen_comm_abort, COLLGEN_ERR_TIMEOUT
@@ -527,7 +560,7 @@ COLLGEN_API int collgen_unique_id_from_text(const char *text, collgen_unique_id_
 /* ---- One process per GPU: the communicator --------------------------- */
 
 /* Creates this process's rank `rank` (0..nranks-1, nranks 1..8) of a
-** communicator whose other ranks are other processes on this host, each
+** communicator whose other ranks are other processes, each
 ** calling this with the same `id` (from collgen_get_unique_id, made once
 ** and passed to every process) and nranks. `device` is the CUDA ordinal
 ** this process drives. The processes meet on a Unix socket named by the id
@@ -541,7 +574,17 @@ COLLGEN_API int collgen_unique_id_from_text(const char *text, collgen_unique_id_
 ** _PEER (a rank left or failed; named), _CUDA, _NO_DRIVER. Calls on it
 ** use the collgen_rank_* functions; collgen_comm_abort in one process
 ** stops the kernels of every process. Destroy with collgen_comm_destroy
-** (not collective). */
+** (not collective).
+** Routing (docs/multinode.md): every group of every group size takes one
+** path, decided here from each rank's host, the P2P matrix and
+** options->transport (else $COLLGEN_TRANSPORT): collgen's kernels where the
+** group is on one host with P2P between every pair, else NCCL, whose
+** communicators are created here (one per such group). More errors:
+** _NO_NCCL (a group needs NCCL and some rank cannot load it; named),
+** _NCCL (ncclCommInitRank failed), _INVALID_ARG (a bad $COLLGEN_TRANSPORT,
+** or ranks asking for different transports). The socket rendezvous joins
+** processes of one host only; for several hosts use
+** collgen_comm_init_rank_callback. */
 COLLGEN_API int collgen_comm_init_rank(collgen_comm_t **comm, int nranks,
                                        const collgen_unique_id_t *id, int rank, int device,
                                        const collgen_comm_options_t *options);
@@ -651,6 +694,21 @@ COLLGEN_API int collgen_deregister_buffer(collgen_comm_t *comm, collgen_buffer_t
 ** it blocks the others for as long as the application's exchange waits.
 ** File descriptors cannot travel through it (docs/multiprocess.md). */
 typedef int (*collgen_allgather_fn)(void *ctx, const void *mine, void *all, size_t bytes);
+
+/* collgen_comm_init_rank with the processes meeting through the
+** application's all-gather `fn(ctx, ...)` (MPI, a torch store) instead of a
+** unique id: the way to build a communicator whose ranks span hosts. When
+** every rank is on one host, collgen opens its socket through `fn` and
+** everything is as with collgen_comm_init_rank. Otherwise no memory is
+** shared between processes (descriptors cannot cross hosts through `fn`),
+** so every group of more than one rank runs on NCCL (forcing
+** COLLGEN_TRANSPORT_P2P makes such calls fail with COLLGEN_ERR_NO_P2P).
+** Collective; its waits are those of `fn` (not bounded by timeout_ms).
+** Errors as collgen_comm_init_rank, and _PEER when `fn` fails. */
+COLLGEN_API int collgen_comm_init_rank_callback(collgen_comm_t **comm, int nranks,
+                                                collgen_allgather_fn fn, void *ctx, int rank,
+                                                int device,
+                                                const collgen_comm_options_t *options);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 **   FAKE_CUDA_DEVICES  number of devices (default 2)
 **   FAKE_CUDA_SM       compute capability as major*10+minor (default 90)
 **   FAKE_CUDA_NO_P2P   when set, no pair of devices has peer access
+**   FAKE_CUDA_NO_P2P_PAIRS  "a:b,c:d": these pairs of devices (both ways)
+**                      have no peer access (holes in the P2P matrix)
 **   FAKE_CUDA_VMM_NO_FD  when set, VMM allocations report no POSIX-fd handle type
 ** Tests read the counters through fake_cuda_stats() (dlsym).
 */
@@ -88,8 +90,22 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+/* 1 when FAKE_CUDA_NO_P2P_PAIRS lists the pair a:b or b:a. */
+static int listed_hole(int a, int b) {
+  const char *v = getenv("FAKE_CUDA_NO_P2P_PAIRS");
+  while (v && *v) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end != ':') return 0;
+    long y = strtol(end + 1, &end, 10);
+    if ((x == a && y == b) || (x == b && y == a)) return 1;
+    v = *end == ',' ? end + 1 : NULL;
+  }
+  return 0;
+}
+
 CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) {
-  *can = a != b && !getenv("FAKE_CUDA_NO_P2P");
+  *can = a != b && !getenv("FAKE_CUDA_NO_P2P") && !listed_hole(a, b);
   return CUDA_SUCCESS;
 }
 

@@ -46,6 +46,7 @@ fake_cuda_stats_t *fake_cuda_stats(void);
 static inline fake_cuda_stats_t *fake_cuda_use(const char *path) {
   setenv("COLLGEN_CUDA_LIBRARY", path, 1);
   unsetenv("FAKE_CUDA_NO_P2P");
+  unsetenv("FAKE_CUDA_NO_P2P_PAIRS");
   unsetenv("FAKE_CUDA_SM");
   unsetenv("FAKE_CUDA_DEVICES");
   unsetenv("FAKE_CUDA_VMM_NO_FD");

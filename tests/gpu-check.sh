@@ -57,6 +57,11 @@ fi
 if [ $BENCH = 1 ] && [ -x build-gpu/tests/bench/collgen-bench ]; then
   step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
   step bench_processes ./build-gpu/tests/bench/collgen-bench --processes 2
+  if [ "$NGPU" -ge 2 ]; then # the rank calls over NCCL (docs/multinode.md#cost-of-each-path)
+    step bench_rank_nccl env COLLGEN_TRANSPORT=nccl ./build-gpu/tests/bench/collgen-bench --processes 2
+    step bench_rank_sockets env COLLGEN_TRANSPORT=nccl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+      NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo ./build-gpu/tests/bench/collgen-bench --processes 2
+  fi
   if [ $BENCH_ALL = 1 ]; then
     step bench_f16 ./build-gpu/tests/bench/collgen-bench --dtype f16 --csv "$OUT/bench-f16.csv"
     step bench_f32 ./build-gpu/tests/bench/collgen-bench --dtype f32 --csv "$OUT/bench-f32.csv"

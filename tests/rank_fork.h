@@ -1,9 +1,11 @@
 /*
 ** rank_fork.h -- the harness of the one-process-per-GPU host-path tests
-** (test_rank_hostpath.c, test_rank_register.c): the stand-in driver, a
-** fresh cache folder per test, ranks in forked processes that report
-** failures through shared memory, and run_two (two ranks, one fresh id).
-** Included by one test source each (static helpers).
+** (test_rank_hostpath.c, test_rank_register.c, test_route_hostpath.c,
+** test_nccl_hostpath.c): the stand-in driver, a fresh cache folder per
+** test, ranks in forked processes that report failures through shared
+** memory, and run_ranks / run_two (N or two ranks, one fresh id).
+** Included by one test source each (static helpers; the inline ones may go
+** unused).
 */
 #ifndef COLLGEN_RANK_FORK_H
 #define COLLGEN_RANK_FORK_H
@@ -56,7 +58,7 @@ static report_t *report_new(void) {
 ** missing rank lower it before they fork). */
 static int child_timeout_ms = 5000;
 
-static collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
+static inline collgen_comm_t *child_comm(report_t *rep, const collgen_unique_id_t *id, int nranks,
                                   int rank) {
   collgen_comm_options_t o;
   collgen_comm_options_init(&o);
@@ -79,25 +81,44 @@ static void wait_children(pid_t *pids, int n, report_t *rep) {
   }
 }
 
-/* Runs child(rep, id, rank, pipe write end, pipe read end) in two forked
-** processes with a fresh id and waits for both to pass. */
-typedef void (*child_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
-                         int pipe_r);
+/* Runs child(rep, id, rank, nranks, pipe write end, pipe read end) in
+** `nranks` (1..8) forked processes with a fresh id and one shared pipe, and
+** waits for every one to pass. */
+typedef void (*child_n_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                           int pipe_w, int pipe_r);
 
-static void run_two(child_fn child) {
+static inline void run_ranks(child_n_fn child, int nranks) {
   collgen_unique_id_t id;
   cr_assert_eq(collgen_get_unique_id(&id), COLLGEN_OK);
   report_t *rep = report_new();
   int fds[2];
   cr_assert_eq(pipe(fds), 0);
-  pid_t pids[2];
-  for (int r = 0; r < 2; ++r) {
+  pid_t pids[8];
+  for (int r = 0; r < nranks; ++r) {
     pids[r] = fork();
-    if (pids[r] == 0) child(rep, &id, r, fds[1], fds[0]);
+    if (pids[r] == 0) child(rep, &id, r, nranks, fds[1], fds[0]);
   }
-  wait_children(pids, 2, rep);
+  wait_children(pids, nranks, rep);
   close(fds[0]);
   close(fds[1]);
+  munmap(rep, sizeof *rep);
+}
+
+/* run_ranks with two ranks, for children that take no rank count. */
+typedef void (*child_fn)(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                         int pipe_r);
+
+static child_fn two_child;
+
+static inline void two_adapter(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                               int pipe_w, int pipe_r) {
+  (void)nranks;
+  two_child(rep, id, rank, pipe_w, pipe_r);
+}
+
+static inline void run_two(child_fn child) {
+  two_child = child;
+  run_ranks(two_adapter, 2);
 }
 
 #endif

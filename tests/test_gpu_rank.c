@@ -13,6 +13,11 @@
 ** data; registered inputs (collgen_register_buffer) against staged ones,
 ** and the FP8 per-rank call. A child reports failures through shared
 ** memory.
+**
+** The same rounds run over NCCL (docs/multinode.md): COLLGEN_TRANSPORT=nccl
+** on this host, and two simulated hosts (a fake host id per rank, NCCL's
+** socket transport over loopback). They need 2 GPUs (NCCL refuses two
+** ranks on one GPU) and libnccl.so.2, and skip, saying so, without them.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include "collgen.h"
+#include "comm_internal.h"
 #include "reference.h"
 #include "test_gpu.h"
 #include "test_util.h"
@@ -46,6 +52,30 @@ typedef struct {
     }                                                                           \
   } while (0)
 
+/* How the forked ranks route (set by a test before it forks them). */
+typedef enum {
+  ROUTE_AUTO,        /* no setting: auto, which picks P2P on this host */
+  ROUTE_NCCL,        /* COLLGEN_TRANSPORT=nccl */
+  ROUTE_TWO_HOSTS    /* a fake host id per rank (auto then picks NCCL), NCCL on
+                        sockets over loopback only */
+} route_mode;
+
+static route_mode route;
+
+/* Sets this rank's environment for `route`, before its communicator. */
+static void route_env(int rank) {
+  setenv("NCCL_NVLS_ENABLE", "0", 1); /* always: no multicast memory */
+  if (route == ROUTE_NCCL) setenv("COLLGEN_TRANSPORT", "nccl", 1);
+  if (route != ROUTE_TWO_HOSTS) return;
+  char host[32];
+  snprintf(host, sizeof host, "simulated-host-%d", rank);
+  setenv("COLLGEN_TEST_HOST_ID", host, 1);
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("NCCL_IB_DISABLE", "1", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+}
+
 /* Inputs of every rank for one round, from the shared seed. */
 static void make_inputs(collgen_dtype_t dt, int64_t n, int nranks, uint64_t seed, void **host) {
   uint64_t state = seed | 1;
@@ -59,7 +89,14 @@ typedef struct {
   rank_report *rep;
   void *host[8], *want, *got, *in, *out;
   void *aux[3]; /* residual_in, residual_out, gamma */
+  CUgraphExec replay; /* the norm-op rounds launch this instead of calling (graph_norm_ops) */
 } rank_ctx;
+
+/* Launches the captured call on the rank's stream. */
+static int graph_replay(rank_ctx *x) {
+  return collgen__cu.cuGraphLaunch(x->replay, (CUstream)x->s) == CUDA_SUCCESS ? COLLGEN_OK
+                                                                              : COLLGEN_ERR_CUDA;
+}
 
 /* One checked call: fresh inputs (seed), poisoned output, exact result. */
 static void rank_round(rank_ctx *x, collgen_dtype_t dt, int64_t n, int inplace, uint64_t seed,
@@ -157,18 +194,32 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
   void *res_in, *gamma, *ref_res = malloc(bytes + 1);
   fused_inputs(x, dt, rows, cols, seed, &res_in, &gamma);
   const float w = 1.0f;
-  collgen__ref_allreduce_residual_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host,
-                                          res_in, gamma, 1e-5f, w, x->want, ref_res);
+  if (route == ROUTE_AUTO) {
+    collgen__ref_allreduce_residual_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host,
+                                            res_in, gamma, 1e-5f, w, x->want, ref_res);
+  } else {
+    /* NCCL rounds its sum to the dtype first (docs/multinode.md#bits): the
+    ** allreduce reference (NCCL's bits with two ranks), then the op on one
+    ** rank over that sum */
+    void *sum = malloc(bytes + 1);
+    collgen__ref_allreduce(dt, rows * cols, x->nranks, (const void *const *)x->host, sum);
+    const void *one[1] = {sum};
+    collgen__ref_allreduce_residual_rmsnorm(dt, 1, rows, cols, one, res_in, gamma, 1e-5f, w,
+                                            x->want, ref_res);
+    free(sum);
+  }
   void *d_res_in = x->aux[0], *d_res_out = inplace ? d_res_in : x->aux[1], *d_gamma = x->aux[2];
   RANK_CHECK(x->rep, x->rank,
              collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes) == COLLGEN_OK &&
              (inplace || collgen__dev_fill(x->c, x->rank, d_res_out, 0xff, bytes) == COLLGEN_OK),
              "poison");
   int64_t shape[2] = {rows, cols};
-  int rc = collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, d_res_in, x->out,
-                                                   d_res_out, d_gamma, 1e-5f, w, 0, x->s);
-  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fused %lld x %lld: %s", (long long)rows,
-             (long long)cols, collgen_comm_last_error(x->c));
+  int rc = x->replay ? graph_replay(x)
+                     : collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, d_res_in,
+                                                               x->out, d_res_out, d_gamma, 1e-5f,
+                                                               w, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fused %lld x %lld%s: %s", (long long)rows,
+             (long long)cols, x->replay ? " (graph)" : "", collgen_comm_last_error(x->c));
   rank_sync(x);
   RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, d_res_out, bytes) ==
              COLLGEN_OK, "download");
@@ -234,14 +285,14 @@ static void fp8_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t col
   free(ref_normed);
 }
 
-/* One checked allgather_rmsnorm: rank r's shard has rows0 + r rows. */
-static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t cols,
-                         uint64_t seed, int slot) {
+/* One checked allgather_rmsnorm: rank r's shard has rows0 + r * step rows. */
+static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t step,
+                         int64_t cols, uint64_t seed, int slot) {
   const int es = collgen__dtype_bytes(dt);
   int64_t rows[8], total = 0, shapes_store[8][2];
   const int64_t *shapes[8];
   for (int r = 0; r < x->nranks; ++r) {
-    rows[r] = rows0 + r;
+    rows[r] = rows0 + r * step;
     total += rows[r];
     shapes_store[r][0] = rows[r];
     shapes_store[r][1] = cols;
@@ -261,9 +312,11 @@ static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t
              collgen__dev_upload(x->c, x->rank, x->aux[2], gamma, (size_t)cols * es) == COLLGEN_OK &&
              collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_bytes) == COLLGEN_OK &&
              collgen__dev_fill(x->c, x->rank, x->aux[1], 0xff, out_bytes) == COLLGEN_OK, "upload");
-  int rc = collgen_rank_allgather_rmsnorm(x->c, dt, 2, shapes, x->in, x->out, x->aux[1], x->aux[2],
-                                          1e-5f, w, 0, x->s);
-  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "allgather_rmsnorm: %s", collgen_comm_last_error(x->c));
+  int rc = x->replay ? graph_replay(x)
+                     : collgen_rank_allgather_rmsnorm(x->c, dt, 2, shapes, x->in, x->out, x->aux[1],
+                                                      x->aux[2], 1e-5f, w, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "allgather_rmsnorm%s: %s",
+             x->replay ? " (graph)" : "", collgen_comm_last_error(x->c));
   RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
              collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
   RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->aux[1], out_bytes) ==
@@ -297,8 +350,15 @@ static void rank_open(rank_ctx *x, rank_report *rep, const collgen_unique_id_t *
   x->rank = rank;
   x->nranks = nranks;
   x->rep = rep;
+  route_env(rank);
   int rc = collgen_comm_init_rank(&x->c, nranks, id, rank, device, &o);
   RANK_CHECK(rep, rank, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
+  collgen_comm_info_t info;
+  const collgen_transport_t want = route == ROUTE_AUTO ? COLLGEN_TRANSPORT_P2P : COLLGEN_TRANSPORT_NCCL;
+  RANK_CHECK(rep, rank, collgen_comm_info(x->c, &info) == COLLGEN_OK &&
+             info.route[nranks - 1][0] == want && info.nhosts == (route == ROUTE_TWO_HOSTS ? 2 : 1),
+             "the group of all %d ranks routes %d, expected %d (%d hosts)", nranks,
+             (int)info.route[nranks - 1][0], (int)want, info.nhosts);
   const size_t cap = RANK_CAP;
   for (int r = 0; r < nranks; ++r) x->host[r] = malloc(cap);
   x->want = malloc(cap);
@@ -344,6 +404,46 @@ static void graph_rounds(rank_ctx *x, uint64_t seed) {
   }
 }
 
+/* Captures one call of each norm op in a CUDA graph and replays it on new
+** data (uploaded before each launch into the captured buffers): every
+** replay is checked as a fresh call is. */
+static void graph_norm_ops(rank_ctx *x, uint64_t seed) {
+  for (int op = 0; op < 2; ++op) {
+    const collgen_dtype_t dt = COLLGEN_DTYPE_BF16;
+    const int64_t rows = 8, cols = 8192;
+    int64_t shape[2] = {rows, cols}, shard[8][2];
+    const int64_t *shards[8];
+    for (int r = 0; r < x->nranks; ++r) {
+      shard[r][0] = 2 + r; /* uneven */
+      shard[r][1] = cols;
+      shards[r] = shard[r];
+    }
+    if (op == 0) fused_round(x, dt, rows, cols, 0, seed, 0); /* loads the kernels first */
+    else gather_round(x, dt, 2, 1, cols, seed, 0);
+    CUgraph g;
+    CUgraphExec ge;
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture((CUstream)x->s,
+               CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+    int rc = op == 0 ? collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, x->aux[0],
+                                                               x->out, x->aux[1], x->aux[2], 1e-5f,
+                                                               1.0f, 0, x->s)
+                     : collgen_rank_allgather_rmsnorm(x->c, dt, 2, shards, x->in, x->out, x->aux[1],
+                                                      x->aux[2], 1e-5f, 0.0f, 0, x->s);
+    RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured %s: %s", op ? "allgather" : "fused",
+               collgen_comm_last_error(x->c));
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &g) == CUDA_SUCCESS &&
+               collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+    x->replay = ge;
+    for (int i = 0; i < 3; ++i) {
+      if (op == 0) fused_round(x, dt, rows, cols, 0, seed + 100 + (uint64_t)i, 0);
+      else gather_round(x, dt, 2, 1, cols, seed + 100 + (uint64_t)i, 0);
+    }
+    x->replay = NULL;
+    collgen__cu.cuGraphExecDestroy(ge);
+    collgen__cu.cuGraphDestroy(g);
+  }
+}
+
 static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
                        uint64_t seed) {
   rank_ctx x;
@@ -357,11 +457,14 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
       for (int inplace = 0; inplace < 2; ++inplace, ++slot)
         fused_round(&x, dts[d], fused_shapes[k][0], fused_shapes[k][1], inplace,
                     seed + 7 * (uint64_t)slot, slot % HASH_SLOTS);
-  static const int64_t gather_shapes[][2] = {{1, 4096}, {64, 8192}, {200, 1000}};
+  /* uneven shards (rows0 + rank), and equal ones (ncclAllGather on NCCL) */
+  static const int64_t gather_shapes[][3] = {{1, 1, 4096}, {64, 1, 8192}, {200, 1, 1000},
+                                             {4, 0, 4096}, {0, 3, 2048}};
   for (size_t d = 0; d < 3; ++d)
     for (size_t k = 0; k < sizeof gather_shapes / sizeof gather_shapes[0]; ++k, ++slot)
-      gather_round(&x, dts[d], gather_shapes[k][0], gather_shapes[k][1], seed + 11 * (uint64_t)slot,
-                   slot % HASH_SLOTS);
+      gather_round(&x, dts[d], gather_shapes[k][0], gather_shapes[k][1], gather_shapes[k][2],
+                   seed + 11 * (uint64_t)slot, slot % HASH_SLOTS);
+  graph_norm_ops(&x, seed + 999);
   uint64_t round = 0;
   for (size_t d = 0; d < 3; ++d)
     for (size_t k = 0; k < sizeof RANK_SIZES / sizeof RANK_SIZES[0]; ++k)
@@ -410,7 +513,7 @@ static void register_child(rank_report *rep, const collgen_unique_id_t *id, int 
   for (size_t k = 0; k < 2; ++k, slot += 2)
     for (int registered = 1; registered >= 0; --registered) {
       x.in = registered ? reg : plain;
-      gather_round(&x, COLLGEN_DTYPE_BF16, gather_shapes[k][0], gather_shapes[k][1],
+      gather_round(&x, COLLGEN_DTYPE_BF16, gather_shapes[k][0], 1, gather_shapes[k][1],
                    seed + 11 * (uint64_t)slot, slot + !registered);
     }
   static const collgen_fp8_mode_t modes[] = {COLLGEN_FP8_DYNAMIC, COLLGEN_FP8_STATIC};
@@ -487,6 +590,45 @@ static void run_ranks(int nranks, rank_child_fn child) {
 Test(rank, two_processes_allreduce_every_dtype_size_and_graph, .timeout = 600) { run_ranks(2, rank_child); }
 
 Test(rank, four_processes_mapped_onto_the_gpus, .timeout = 600) { run_ranks(4, rank_child); }
+
+/* Why the NCCL tests cannot run here ("" if they can), found in a forked
+** process (this one must not initialize CUDA before it forks the ranks):
+** NCCL refuses two ranks on one GPU, and needs libnccl.so.2. */
+static void nccl_unavailable(char *why, size_t n) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char err[512] = "";
+    if (gpu_count() < 2)
+      snprintf(err, sizeof err, "%d GPU(s) visible; NCCL needs a GPU per rank (2)", gpu_count());
+    else if (collgen__nccl_load(err, sizeof err) == COLLGEN_OK)
+      err[0] = 0;
+    ssize_t k = write(fds[1], err, strlen(err) + 1);
+    _exit(k > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  ssize_t k = read(fds[0], why, n - 1);
+  why[k > 0 ? k : 0] = 0;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+}
+
+/* Every round of the two-process test on the NCCL path (auto picking P2P
+** is checked by the tests above: rank_open asserts the route). */
+static void run_nccl(route_mode m) {
+  char why[512];
+  nccl_unavailable(why, sizeof why);
+  if (why[0]) cr_skip_test("NCCL path not tested: %s", why);
+  route = m;
+  run_ranks(2, rank_child);
+}
+
+Test(rank, two_processes_over_nccl_every_op_and_graph, .timeout = 900) { run_nccl(ROUTE_NCCL); }
+
+Test(rank, two_simulated_hosts_over_nccl_sockets_every_op_and_graph, .timeout = 900) {
+  run_nccl(ROUTE_TWO_HOSTS);
+}
 
 Test(rank, registered_inputs_give_the_staged_bits_and_replay_in_graphs, .timeout = 600) {
   run_ranks(2, register_child);

@@ -1,0 +1,69 @@
+/*
+** nccl_api.c -- resolves NCCL with dlopen/dlsym (nccl_api.h), once per process, the
+** first time a group routes to NCCL.
+*/
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nccl_api.h"
+
+collgen__nccl_api collgen__nccl;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int load_rc = COLLGEN_ERR_NO_NCCL;
+static char load_error[640];
+
+static void load(void) {
+  const char *env = getenv("COLLGEN_NCCL_LIBRARY");
+  const char *name = env && *env ? env : "libnccl.so.2";
+  void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(load_error, sizeof load_error,
+             "cannot load NCCL (%s%s): %s; install NCCL >= 2.10 or set COLLGEN_NCCL_LIBRARY",
+             name, env && *env ? ", from COLLGEN_NCCL_LIBRARY" : "", dlerror());
+    return;
+  }
+#define COLLGEN_NCCL_RESOLVE(fname, ret, params)                                      \
+  *(void **)&collgen__nccl.fname = dlsym(lib, #fname);                                \
+  if (!collgen__nccl.fname) {                                                         \
+    snprintf(load_error, sizeof load_error, "NCCL (%s) lacks %s (older than 2.10?)",  \
+             name, #fname);                                                           \
+    return;                                                                           \
+  }
+  COLLGEN_NCCL_FUNCS(COLLGEN_NCCL_RESOLVE)
+#undef COLLGEN_NCCL_RESOLVE
+  int v = 0;
+  if (collgen__nccl.ncclGetVersion(&v) != COLLGEN__NCCL_SUCCESS || v < COLLGEN__NCCL_MIN_VERSION) {
+    snprintf(load_error, sizeof load_error,
+             "NCCL (%s) is version code %d; collgen needs 2.10 or newer (%d)", name, v,
+             COLLGEN__NCCL_MIN_VERSION);
+    return;
+  }
+  collgen__nccl.version = v;
+  load_rc = COLLGEN_OK;
+}
+
+int collgen__nccl_load(char *err, size_t n) {
+  pthread_once(&once, load);
+  if (load_rc != COLLGEN_OK) return collgen__fail(err, n, load_rc, "%s", load_error);
+  return COLLGEN_OK;
+}
+
+int collgen__nccl_fail(collgen__nccl_result r, const char *what, char *err, size_t n) {
+  if (r == COLLGEN__NCCL_SUCCESS) return COLLGEN_OK;
+  const char *desc = collgen__nccl.ncclGetErrorString ? collgen__nccl.ncclGetErrorString(r) : NULL;
+  return collgen__fail(err, n, COLLGEN_ERR_NCCL, "%s failed: NCCL error %d: %s", what, (int)r,
+                       desc ? desc : "?");
+}
+
+collgen__nccl_dtype collgen__nccl_dtype_of(collgen_dtype_t dtype) {
+  switch (dtype) {
+    case COLLGEN_DTYPE_BF16: return COLLGEN__NCCL_BFLOAT16;
+    case COLLGEN_DTYPE_F16: return COLLGEN__NCCL_FLOAT16;
+    case COLLGEN_DTYPE_F32: return COLLGEN__NCCL_FLOAT32;
+  }
+  return -1;
+}

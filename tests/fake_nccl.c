@@ -1,0 +1,119 @@
+/*
+** fake_nccl.c -- a stand-in NCCL (libfakenccl.so) for the routing tests on
+** machines without a GPU or NCCL; collgen loads it through
+** $COLLGEN_NCCL_LIBRARY. It moves no data: it records every call with its
+** arguments (fake_nccl.h), so tests can check exactly what collgen asked
+** NCCL to do. Declares NCCL's ABI itself, as collgen does. Settings:
+**   FAKE_NCCL_VERSION    what ncclGetVersion reports (default 22803)
+**   FAKE_NCCL_INIT_FAIL  when set, ncclCommInitRank fails (ncclSystemError)
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fake_nccl.h"
+
+typedef struct {
+  char internal[128];
+} fake_id;
+
+struct fake_comm {
+  int nranks, rank;
+};
+
+static fake_nccl_stats_t stats;
+static long next_id;
+
+fake_nccl_stats_t *fake_nccl_stats(void) { return &stats; }
+
+int ncclGetVersion(int *v) {
+  const char *e = getenv("FAKE_NCCL_VERSION");
+  *v = e && *e ? atoi(e) : 22803;
+  return 0;
+}
+
+int ncclGetUniqueId(fake_id *id) {
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, "fake-nccl-id %d %ld", (int)getpid(), ++next_id);
+  stats.unique_ids++;
+  return 0;
+}
+
+int ncclCommInitRank(struct fake_comm **comm, int nranks, fake_id id, int rank) {
+  if (getenv("FAKE_NCCL_INIT_FAIL")) return 2; /* ncclSystemError */
+  if (nranks < 1 || rank < 0 || rank >= nranks) return 4; /* ncclInvalidArgument */
+  *comm = calloc(1, sizeof **comm);
+  if (!*comm) return 2;
+  (*comm)->nranks = nranks;
+  (*comm)->rank = rank;
+  stats.inits++;
+  stats.live++;
+  stats.last_nranks = nranks;
+  stats.last_rank = rank;
+  memcpy(stats.last_id, id.internal, sizeof stats.last_id);
+  return 0;
+}
+
+int ncclCommDestroy(struct fake_comm *comm) {
+  free(comm);
+  stats.destroys++;
+  stats.live--;
+  return 0;
+}
+
+int ncclCommAbort(struct fake_comm *comm) {
+  free(comm);
+  stats.aborts++;
+  stats.live--;
+  return 0;
+}
+
+int ncclCommGetAsyncError(struct fake_comm *comm, int *error) {
+  (void)comm;
+  *error = 0;
+  return 0;
+}
+
+const char *ncclGetErrorString(int r) { return r ? "error from the fake NCCL" : "no error"; }
+
+static int record(const char *fn, const void *send, void *recv, size_t count, int dtype, int op,
+                  int peer, const struct fake_comm *comm, void *stream) {
+  if (stats.calls < FAKE_NCCL_MAX_CALLS) {
+    fake_nccl_call_t *c = &stats.log[stats.calls];
+    snprintf(c->fn, sizeof c->fn, "%s", fn);
+    c->send = send;
+    c->recv = recv;
+    c->count = count;
+    c->dtype = dtype;
+    c->op = op;
+    c->peer = peer;
+    c->comm_rank = comm ? comm->rank : -1;
+    c->comm_nranks = comm ? comm->nranks : -1;
+    c->stream = stream;
+  }
+  stats.calls++;
+  return 0;
+}
+
+int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
+                  struct fake_comm *comm, void *stream) {
+  return record("ncclAllReduce", send, recv, count, dtype, op, -1, comm, stream);
+}
+
+int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct fake_comm *comm,
+                  void *stream) {
+  return record("ncclAllGather", send, recv, count, dtype, -1, -1, comm, stream);
+}
+
+int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_comm *comm,
+             void *stream) {
+  return record("ncclSend", send, NULL, count, dtype, -1, peer, comm, stream);
+}
+
+int ncclRecv(void *recv, size_t count, int dtype, int peer, struct fake_comm *comm, void *stream) {
+  return record("ncclRecv", NULL, recv, count, dtype, -1, peer, comm, stream);
+}
+
+int ncclGroupStart(void) { return record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL); }
+int ncclGroupEnd(void) { return record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL); }

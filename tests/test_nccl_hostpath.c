@@ -1,0 +1,299 @@
+/*
+** test_nccl_hostpath.c -- the ops' NCCL path (docs/multinode.md) on the
+** stand-in driver and the stand-in NCCL, in forked processes faking two
+** hosts: exactly which NCCL calls each op makes (function, buffers, count,
+** type, peer, stream), the local kernel that finishes the norm ops (a group
+** of one reading what NCCL delivered), refusals before any NCCL call, the
+** routing log line, abort, and the application-callback communicator.
+** Nothing runs on a GPU: the GPU tests (test_gpu_nccl.c) check results.
+*/
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collgen.h"
+#include "comm_internal.h"
+#include "devbuf.h"
+#include "fake_nccl.h"
+#include "rank_fork.h"
+
+static fake_nccl_stats_t *nc;
+
+static void init(void) {
+  rank_fork_setup();
+  nc = fake_nccl_use(FAKE_NCCL_PATH);
+  cr_assert(nc, "%s", dlerror());
+  unsetenv("COLLGEN_TRANSPORT");
+}
+
+TestSuite(nccl_path, .init = init, .fini = rank_fork_teardown);
+
+/* Rank `rank` of two, on "host-<rank>" (so every group of two is NCCL). */
+static collgen_comm_t *two_hosts_rank(report_t *rep, const collgen_unique_id_t *id, int rank) {
+  char host[16];
+  snprintf(host, sizeof host, "host-%d", rank);
+  setenv("COLLGEN_TEST_HOST_ID", host, 1);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.timeout_ms = 5000;
+  o.staging_bytes = 2u << 20;
+  collgen_comm_t *c = NULL;
+  int rc = collgen_comm_init_rank(&c, 2, id, rank, rank, &o);
+  CHILD_CHECK(rep, rank, 100, rc == COLLGEN_OK, "init_rank: %s", collgen_last_error());
+  return c;
+}
+
+/* 1 if NCCL call i was fn with these buffers, count, type and peer. */
+static int call_is(int i, const char *fn, const void *send, const void *recv, size_t count,
+                   int dtype, int peer, collgen_stream_t s) {
+  const fake_nccl_call_t *c = &nc->log[i];
+  return i < nc->calls && strcmp(c->fn, fn) == 0 && c->send == send && c->recv == recv &&
+         c->count == count && c->dtype == dtype && c->peer == peer && c->stream == (void *)s &&
+         c->comm_nranks == (strstr(fn, "Group") ? -1 : 2);
+}
+
+static void reset(void) {
+  memset(stats, 0, sizeof *stats);
+  nc->calls = 0;
+}
+
+static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                      int pipe_w, int pipe_r) {
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  const size_t big = 1u << 20;
+  char *in = aligned_alloc(256, big), *out = aligned_alloc(256, big);
+  char *res = aligned_alloc(256, big), *nrm = aligned_alloc(256, big), *gam = aligned_alloc(256, 4096);
+  /* allreduce_sum: one ncclAllReduce, no kernel */
+  int64_t n = 5000;
+  reset();
+  int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 2, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclAllReduce", in, out, 5000, 9, -1, s) && nc->log[0].op == 0 &&
+              nc->log[0].comm_rank == rank && stats->launches == 0 && stats->copies == 0,
+              "allreduce: %s; %ld NCCL calls (%s count %zu type %d), %ld launches",
+              collgen_comm_last_error(c), nc->calls, nc->log[0].fn, nc->log[0].count,
+              nc->log[0].dtype, stats->launches);
+  reset();
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F32, 1, &n, in + 4, in + 4, 0, s);
+  CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK && call_is(0, "ncclAllReduce", in + 4, in + 4, 5000, 7, -1, s),
+              "in-place f32 allreduce: %s", collgen_comm_last_error(c));
+  /* groups of one stay local: a copy, no NCCL */
+  reset();
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_F16, 1, &n, in, out, 1, s);
+  CHILD_CHECK(rep, rank, 4, rc == COLLGEN_OK && nc->calls == 0 && stats->copies == 1,
+              "group of one: %s, %ld NCCL calls", collgen_comm_last_error(c), nc->calls);
+  /* allgather_rmsnorm, uneven shards (3 and 5 rows of 256 f16): send and
+  ** receive in one NCCL group, a copy of the own shard, then the local
+  ** kernel over all 8 gathered rows */
+  int64_t s0[2] = {3, 256}, s1[2] = {5, 256};
+  const int64_t *shards[2] = {s0, s1};
+  const size_t mine = rank ? 5 * 256 : 3 * 256, theirs = rank ? 3 * 256 : 5 * 256;
+  reset();
+  rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_F16, 2, shards, in, nrm, res, gam, 1e-5f,
+                                      0.0f, 0, s);
+  const fake_cuda_launch_t *l = &stats->log[0];
+  CHILD_CHECK(rep, rank, 5, rc == COLLGEN_OK, "uneven allgather: %s", collgen_comm_last_error(c));
+  CHILD_CHECK(rep, rank, 6, nc->calls == 4 && call_is(0, "ncclGroupStart", NULL, NULL, 0, -1, -1, NULL) &&
+              call_is(1, "ncclSend", in, NULL, mine, 6, 1 - rank, s) &&
+              call_is(2, "ncclRecv", NULL, res + (rank ? 0 : 3 * 256 * 2), theirs, 6, 1 - rank, s) &&
+              call_is(3, "ncclGroupEnd", NULL, NULL, 0, -1, -1, NULL),
+              "uneven allgather: %ld NCCL calls: %s %s %s", nc->calls, nc->log[0].fn,
+              nc->log[1].fn, nc->log[2].fn);
+  CHILD_CHECK(rep, rank, 7, stats->copies == 1 && stats->launches == 1 && l->params.in[0] == res &&
+              l->params.residual == res && l->params.normed == nrm && l->params.gamma == gam &&
+              l->params.count == 8 && l->params.rank == 0 && l->params.group_base == (unsigned)rank &&
+              l->params.row_start[1] == 8,
+              "uneven allgather: %ld copies, %ld launches, in %p count %llu", stats->copies,
+              stats->launches, l->params.in[0], l->params.count);
+  /* equal shards: one ncclAllGather */
+  int64_t eq[2] = {4, 256};
+  const int64_t *eqs[2] = {eq, eq};
+  reset();
+  rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, eqs, in, nrm, res, gam, 1e-5f,
+                                      1.0f, 0, s);
+  CHILD_CHECK(rep, rank, 8, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclAllGather", in, res, 4 * 256, 9, -1, s) && stats->launches == 1 &&
+              stats->log[0].params.count == 8 && stats->log[0].params.in[0] == res,
+              "equal allgather: %s, %ld calls", collgen_comm_last_error(c), nc->calls);
+  /* the fused op: NCCL sums x into this rank's staging area, the local
+  ** kernel adds the residual and normalizes from there */
+  int64_t fs[2] = {8, 512};
+  void *staging = (void *)(uintptr_t)c->staging[rank];
+  reset();
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in, out, nrm, res,
+                                               gam, 1e-6f, 0.0f, 0, s);
+  l = &stats->log[0];
+  CHILD_CHECK(rep, rank, 9, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclAllReduce", in, staging, 8 * 512, 9, -1, s) && stats->launches == 1 &&
+              l->params.in[0] == staging && l->params.residual_in == out &&
+              l->params.out[0] == res && l->params.normed == nrm && l->params.count == 8 &&
+              l->params.rank == 0,
+              "fused: %s, %ld calls, %ld launches", collgen_comm_last_error(c), nc->calls,
+              stats->launches);
+  /* prepare loads the local kernel of an NCCL-routed group: the call then
+  ** loads nothing */
+  collgen_shape_t sh;
+  collgen_shape_init(&sh, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  sh.dtype = COLLGEN_DTYPE_F16;
+  sh.tensor_rank = 2;
+  sh.rows = 16;
+  sh.cols = 1024;
+  sh.aligned16 = 1;
+  sh.group_size = 0;
+  reset();
+  rc = collgen_comm_prepare(c, &sh, 1);
+  const long loads = stats->module_loads;
+  CHILD_CHECK(rep, rank, 15, rc == COLLGEN_OK && loads == 1 && nc->calls == 0,
+              "prepare: %s, %ld module loads", collgen_comm_last_error(c), loads);
+  int64_t ps[2] = {16, 1024};
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_F16, 2, ps, in, out, nrm, res, gam,
+                                               1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 16, rc == COLLGEN_OK && stats->module_loads == loads && nc->calls == 1 &&
+              stats->launches == 1, "after prepare: %s, %ld more module loads",
+              collgen_comm_last_error(c), stats->module_loads - loads);
+  /* refusals come before any NCCL call or launch: misaligned, overlapping */
+  reset();
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in + 2, out, nrm,
+                                               res, gam, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_ERR_ALIGNMENT && nc->calls == 0 && stats->launches == 0,
+              "misaligned x: %s", collgen_status_name(rc));
+  rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, eqs, in, res, res, gam, 1e-5f,
+                                      0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0 && stats->launches == 0,
+              "normed == residual: %s", collgen_status_name(rc));
+  /* abort: NCCL's abort, and destroy then destroys nothing twice */
+  CHILD_CHECK(rep, rank, 12, collgen_comm_abort(c) == COLLGEN_OK && nc->aborts == 1 && nc->live == 0,
+              "abort: %ld aborts, %ld live", nc->aborts, nc->live);
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 13, rc == COLLGEN_ERR_ABORTED, "after abort: %s", collgen_status_name(rc));
+  collgen__dev_stream_destroy(c, rank, s);
+  const long live = stats->vmm_handles; /* (reset() zeroed the count) */
+  collgen_comm_destroy(c);
+  CHILD_CHECK(rep, rank, 14, nc->destroys == 0 && stats->vmm_handles == live - 2,
+              "destroy after abort: %ld NCCL destroys, %ld of 2 VMM handles left", nc->destroys,
+              stats->vmm_handles - live + 2);
+  free(in);
+  free(out);
+  free(res);
+  free(nrm);
+  free(gam);
+  _exit(0);
+}
+
+Test(nccl_path, every_op_makes_exactly_its_nccl_calls_and_local_kernel) { run_ranks(ops_child, 2); }
+
+/* ---- The routing log line ------------------------------------------------ */
+
+static void keep_route_line(int level, const char *msg, void *user) {
+  if (level == COLLGEN_LOG_INFO && strstr(msg, "transport ")) snprintf(user, 256, "%s", msg);
+}
+
+static void log_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                      int pipe_w, int pipe_r) {
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  char line[256] = "";
+  collgen_set_log_handler(keep_route_line, line);
+  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
+  char want[160];
+  snprintf(want, sizeof want, "rank %d: transport auto: group size 2, ranks 0..1: nccl (ranks 0 "
+           "and 1 are on different hosts)", rank);
+  CHILD_CHECK(rep, rank, 1, strcmp(line, want) == 0, "logged \"%.200s\"", line);
+  collgen_comm_destroy(c);
+  _exit(0);
+}
+
+Test(nccl_path, auto_logs_its_choice) { run_ranks(log_child, 2); }
+
+/* ---- The application's all-gather ----------------------------------------- */
+
+/* A stand-in for MPI_Allgather between two forked processes: shared
+** memory and a generation barrier, at most 5 s per wait. */
+typedef struct {
+  atomic_int arrived, generation;
+  unsigned char slot[2][4096];
+} shm_gather;
+
+static shm_gather *gather_area;
+
+static int wait_all(shm_gather *g) {
+  const int gen = atomic_load(&g->generation);
+  if (atomic_fetch_add(&g->arrived, 1) == 1) {
+    atomic_store(&g->arrived, 0);
+    atomic_fetch_add(&g->generation, 1);
+    return 0;
+  }
+  for (long spins = 0; atomic_load(&g->generation) == gen; ++spins) {
+    if (spins > 5000000) return -1;
+    usleep(1);
+  }
+  return 0;
+}
+
+static int shm_allgather(void *ctx, const void *mine, void *all, size_t bytes) {
+  const int rank = *(const int *)ctx;
+  if (bytes > sizeof gather_area->slot[0]) return -2;
+  memcpy(gather_area->slot[rank], mine, bytes);
+  if (wait_all(gather_area)) return -1;
+  for (int r = 0; r < 2; ++r) memcpy((char *)all + (size_t)r * bytes, gather_area->slot[r], bytes);
+  return wait_all(gather_area);
+}
+
+static int callback_hosts; /* 2: faked apart; 1: one host */
+
+static void callback_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                           int pipe_w, int pipe_r) {
+  (void)id;
+  (void)pipe_w;
+  (void)pipe_r;
+  char host[16];
+  snprintf(host, sizeof host, "host-%d", callback_hosts == 2 ? rank : 0);
+  setenv("COLLGEN_TEST_HOST_ID", host, 1);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.staging_bytes = 2u << 20;
+  collgen_comm_t *c = NULL;
+  int me = rank;
+  int rc = collgen_comm_init_rank_callback(&c, nranks, shm_allgather, &me, rank, rank, &o);
+  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_OK, "init: %s", collgen_last_error());
+  collgen_comm_info_t info;
+  collgen_comm_info(c, &info);
+  const int apart = callback_hosts == 2;
+  CHILD_CHECK(rep, rank, 2, info.nhosts == callback_hosts && info.p2p[0][1] == !apart &&
+              info.route[1][0] == (apart ? COLLGEN_TRANSPORT_NCCL : COLLGEN_TRANSPORT_P2P),
+              "hosts %d p2p %d route %d", info.nhosts, info.p2p[0][1], (int)info.route[1][0]);
+  /* apart: only this rank's own two buffers; one host: the peer's too */
+  CHILD_CHECK(rep, rank, 3, stats->vmm_handles == (apart ? 2 : 4) && nc->inits == apart,
+              "%ld VMM handles, %ld NCCL inits", stats->vmm_handles, nc->inits);
+  collgen_comm_destroy(c);
+  _exit(0);
+}
+
+static void run_callback(int hosts) {
+  gather_area = mmap(NULL, sizeof *gather_area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+  cr_assert(gather_area != MAP_FAILED);
+  memset(gather_area, 0, sizeof *gather_area);
+  callback_hosts = hosts;
+  run_ranks(callback_child, 2);
+  munmap(gather_area, sizeof *gather_area);
+}
+
+Test(nccl_path, a_callback_communicator_across_hosts_maps_nothing_and_uses_nccl) {
+  run_callback(2);
+}
+
+Test(nccl_path, a_callback_communicator_on_one_host_maps_through_its_socket) { run_callback(1); }
