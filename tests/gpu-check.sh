@@ -5,9 +5,15 @@
 # `collgen demo` and, when built, collgen-bench; copy logs to $OUT; end with
 # a summary table.
 # Usage: bash tests/gpu-check.sh [--no-bench] [--bench-all] [--no-sanitizer]
+#                                [--skip-tests] [--extra-only]
 #   --bench-all: also run the benchmark for f16, f32 and groups of 1, the
 #   decode step (--model), the flag floor (--floor) and one short run with
 #   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING that says which NCCL kernels ran
+#   --skip-tests: build and benchmark only (no ctest, GPU tests, demo,
+#   sanitizer); --extra-only: of the benchmarks, only the --bench-all ones.
+# The whole run takes longer than one 600 s device call; on a tight budget
+# split it (docs/benchmarks.md#one-session-on-two-gpus):
+#   1. --no-bench --no-sanitizer   2. --skip-tests   3. --skip-tests --bench-all --extra-only
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -18,10 +24,11 @@ D=$ROOT/.deps/usr
 export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0          # never NVLink multicast on the shared machine
 export COLLGEN_CACHE_DIR=$ROOT/build-gpu/cache
-BENCH=1; BENCH_ALL=0; SANITIZE=1
+BENCH=1; BENCH_ALL=0; SANITIZE=1; TESTS=1; MAIN_BENCH=1
 for a in "$@"; do
   case $a in
     --no-bench) BENCH=0 ;; --bench-all) BENCH_ALL=1 ;; --no-sanitizer) SANITIZE=0 ;;
+    --skip-tests) TESTS=0; SANITIZE=0 ;; --extra-only) MAIN_BENCH=0; BENCH_ALL=1 ;;
     *) echo "gpu-check: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -43,21 +50,25 @@ step configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX
   -DCMAKE_C_FLAGS="-I$D/include/x86_64-linux-gnu" -DCOLLGEN_WERROR=ON
 step build cmake --build build-gpu -j"$(nproc)"
 step info ./build-gpu/collgen info
-step ctest_cpu bash -c "cd build-gpu && ctest --output-on-failure -j4 -E test_gpu"
-step gpu_tests ./build-gpu/tests/test_gpu --verbose --jobs 1
-step demo ./build-gpu/collgen demo
-step demo-processes ./build-gpu/collgen demo --processes 2
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$NGPU" -ge 2 ] && step hostbench ./build-gpu/tests/collgen-hostbench --real  # needs 2 GPUs
+if [ $TESTS = 1 ]; then
+  step ctest_cpu bash -c "cd build-gpu && ctest --output-on-failure -j4 -E test_gpu"
+  step gpu_tests ./build-gpu/tests/test_gpu --verbose --jobs 1
+  step demo ./build-gpu/collgen demo
+  step demo-processes ./build-gpu/collgen demo --processes 2
+  [ "$NGPU" -ge 2 ] && step hostbench ./build-gpu/tests/collgen-hostbench --real  # needs 2 GPUs
+fi
 if [ $SANITIZE = 1 ] && command -v compute-sanitizer >/dev/null; then
   rm -rf "$LOGS/sanitizer"
   step memcheck bash tests/sanitize-all.sh memcheck ./build-gpu/tests/test_gpu "$LOGS/sanitizer" 4
   step racecheck bash tests/sanitize-all.sh racecheck ./build-gpu/tests/test_gpu "$LOGS/sanitizer" 4
 fi
 if [ $BENCH = 1 ] && [ -x build-gpu/tests/bench/collgen-bench ]; then
-  step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
-  step bench_processes ./build-gpu/tests/bench/collgen-bench --processes 2
-  if [ "$NGPU" -ge 2 ]; then # the rank calls over NCCL (docs/multinode.md#cost-of-each-path)
+  [ $MAIN_BENCH = 1 ] && step bench ./build-gpu/tests/bench/collgen-bench --csv "$OUT/bench.csv"
+  [ $MAIN_BENCH = 1 ] && step bench_processes ./build-gpu/tests/bench/collgen-bench --processes 2
+  [ $MAIN_BENCH = 1 ] && [ -x build-gpu/tests/collgen-rank-paths ] &&
+    step rank_paths ./build-gpu/tests/collgen-rank-paths 2  # staged vs registered, VMM vs cuIpc
+  if [ $MAIN_BENCH = 1 ] && [ "$NGPU" -ge 2 ]; then # the rank calls over NCCL (docs/multinode.md#cost-of-each-path)
     step bench_rank_nccl env COLLGEN_TRANSPORT=nccl ./build-gpu/tests/bench/collgen-bench --processes 2
     step bench_rank_sockets env COLLGEN_TRANSPORT=nccl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
       NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo ./build-gpu/tests/bench/collgen-bench --processes 2
