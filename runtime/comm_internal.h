@@ -121,7 +121,7 @@ collgen_transport_t collgen__route_of(const collgen_comm_t *c, int size, int bas
 /* Collective over c->boot, on every rank: when any group routes to NCCL,
 ** loads NCCL on every rank that is in such a group, shares one
 ** ncclGetUniqueId per group (made by its first rank) and creates this
-** rank's communicator of each such group (ncclCommInitRank, the rank's
+** rank's communicator of each such group (ncclCommInitRankConfig, the rank's
 ** context current). Every rank fails together when a rank cannot load
 ** NCCL (COLLGEN_ERR_NO_NCCL naming it) or a creation fails. */
 int collgen__comm_nccl_open(collgen_comm_t *c);

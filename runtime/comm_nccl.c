@@ -4,6 +4,7 @@
 ** created at collgen_comm_init_rank through collgen's own bootstrap (the
 ** socket or the application's all-gather), destroyed or aborted with it.
 */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static int share(collgen_comm_t *c, nccl_offer *mine, nccl_offer *all, const cha
     if (all[r].status == COLLGEN_OK) continue;
     /* A peer's bytes: only a known failure code is kept, printable text only. */
     const int known = all[r].status == COLLGEN_ERR_NO_NCCL || all[r].status == COLLGEN_ERR_NCCL ||
-                      all[r].status == COLLGEN_ERR_NO_MEMORY;
+                      all[r].status == COLLGEN_ERR_NO_MEMORY || all[r].status == COLLGEN_ERR_TIMEOUT;
     char why[sizeof all[r].why];
     for (size_t i = 0; i < sizeof why; ++i) {
       const char ch = i + 1 < sizeof why ? all[r].why[i] : 0;
@@ -46,6 +47,31 @@ static int share(collgen_comm_t *c, nccl_offer *mine, nccl_offer *all, const cha
                          "%s: rank %d: %s", what, r, why);
   }
   return COLLGEN_OK;
+}
+
+/* This rank's NCCL communicator of its group of size s, from the group's
+** id. Non-blocking (config.blocking = 0), so the creation is bounded by
+** the communicator's timeout: a rank that never joins gives
+** COLLGEN_ERR_TIMEOUT and the half-made communicator is aborted. The
+** communicator stays non-blocking: every later NCCL call goes through
+** collgen__nccl_settle. */
+static int init_group(collgen_comm_t *c, int s, const collgen__nccl_id *id) {
+  collgen__nccl_config cfg = {sizeof cfg, COLLGEN__NCCL_CONFIG_MAGIC, COLLGEN__NCCL_MIN_VERSION,
+                              0, INT_MIN, INT_MIN, INT_MIN, NULL};
+  const int base = c->self / s * s;
+  collgen__nccl_comm_t comm = NULL;
+  collgen__nccl_result r =
+      collgen__nccl.ncclCommInitRankConfig(&comm, s, *id, c->self - base, &cfg);
+  char what[96];
+  snprintf(what, sizeof what, "ncclCommInitRankConfig (ranks %d..%d)", base, base + s - 1);
+  const int rc = collgen__nccl_settle(comm, r, what,
+                                      c->timeout_ms, c->err, sizeof c->err);
+  if (rc == COLLGEN_OK) {
+    c->nccl[s] = comm;
+  } else if (comm) {
+    collgen__nccl.ncclCommAbort(comm);
+  }
+  return rc;
 }
 
 int collgen__comm_nccl_open(collgen_comm_t *c) {
@@ -70,15 +96,9 @@ int collgen__comm_nccl_open(collgen_comm_t *c) {
   /* Every rank creates its communicators in increasing group size, so no
   ** creation waits for a rank that waits in another. */
   collgen__cu.cuCtxSetCurrent(c->ctx[c->self]);
-  for (int s = 2; rc == COLLGEN_OK && s <= c->ndev; ++s) {
-    if (!needs(c, s)) continue;
-    const int base = c->self / s * s;
-    rc = collgen__nccl_fail(
-        collgen__nccl.ncclCommInitRank(&c->nccl[s], s, all[base].ids[s], c->self - base),
-        "ncclCommInitRank", c->err, sizeof c->err);
-    if (rc != COLLGEN_OK) c->nccl[s] = NULL;
-  }
-  if (rc == COLLGEN_OK || rc == COLLGEN_ERR_NCCL) {
+  for (int s = 2; rc == COLLGEN_OK && s <= c->ndev; ++s)
+    if (needs(c, s)) rc = init_group(c, s, &all[c->self / s * s].ids[s]);
+  if (rc == COLLGEN_OK || rc == COLLGEN_ERR_NCCL || rc == COLLGEN_ERR_TIMEOUT) {
     /* every rank learns whether every creation worked */
     memset(mine, 0, sizeof *mine);
     mine->status = rc;

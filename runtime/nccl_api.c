@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "nccl_api.h"
@@ -22,14 +23,14 @@ static void load(void) {
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     snprintf(load_error, sizeof load_error,
-             "cannot load NCCL (%s%s): %s; install NCCL >= 2.10 or set COLLGEN_NCCL_LIBRARY",
+             "cannot load NCCL (%s%s): %s; install NCCL >= 2.14 or set COLLGEN_NCCL_LIBRARY",
              name, env && *env ? ", from COLLGEN_NCCL_LIBRARY" : "", dlerror());
     return;
   }
 #define COLLGEN_NCCL_RESOLVE(fname, ret, params)                                      \
   *(void **)&collgen__nccl.fname = dlsym(lib, #fname);                                \
   if (!collgen__nccl.fname) {                                                         \
-    snprintf(load_error, sizeof load_error, "NCCL (%s) lacks %s (older than 2.10?)",  \
+    snprintf(load_error, sizeof load_error, "NCCL (%s) lacks %s (older than 2.14?)",  \
              name, #fname);                                                           \
     return;                                                                           \
   }
@@ -38,7 +39,7 @@ static void load(void) {
   int v = 0;
   if (collgen__nccl.ncclGetVersion(&v) != COLLGEN__NCCL_SUCCESS || v < COLLGEN__NCCL_MIN_VERSION) {
     snprintf(load_error, sizeof load_error,
-             "NCCL (%s) is version code %d; collgen needs 2.10 or newer (%d)", name, v,
+             "NCCL (%s) is version code %d; collgen needs 2.14 or newer (%d)", name, v,
              COLLGEN__NCCL_MIN_VERSION);
     return;
   }
@@ -57,6 +58,22 @@ int collgen__nccl_fail(collgen__nccl_result r, const char *what, char *err, size
   const char *desc = collgen__nccl.ncclGetErrorString ? collgen__nccl.ncclGetErrorString(r) : NULL;
   return collgen__fail(err, n, COLLGEN_ERR_NCCL, "%s failed: NCCL error %d: %s", what, (int)r,
                        desc ? desc : "?");
+}
+
+int collgen__nccl_settle(collgen__nccl_comm_t comm, collgen__nccl_result r, const char *what,
+                         int timeout_ms, char *err, size_t n) {
+  const double end = collgen__now_ms() + timeout_ms;
+  while (r == COLLGEN__NCCL_IN_PROGRESS) {
+    if (collgen__now_ms() > end)
+      return collgen__fail(err, n, COLLGEN_ERR_TIMEOUT,
+                           "%s: NCCL had not finished after %d ms: a rank of the group never "
+                           "took part (it died or is stuck); the NCCL communicator is aborted",
+                           what, timeout_ms);
+    sched_yield();
+    if (comm == NULL || collgen__nccl.ncclCommGetAsyncError(comm, &r) != COLLGEN__NCCL_SUCCESS)
+      return collgen__fail(err, n, COLLGEN_ERR_NCCL, "%s: ncclCommGetAsyncError failed", what);
+  }
+  return collgen__nccl_fail(r, what, err, n);
 }
 
 collgen__nccl_dtype collgen__nccl_dtype_of(collgen_dtype_t dtype) {

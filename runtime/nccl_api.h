@@ -2,7 +2,7 @@
 ** nccl_api.h -- NCCL loaded at run time (dlopen libnccl.so.2), as the driver
 ** is (driver.h): nothing links -lnccl and nothing includes nccl.h. The few
 ** types and enum values collgen uses are declared here from NCCL's stable
-** ABI (unchanged since NCCL 2.10); calls go through collgen__nccl.<name>.
+** ABI (unchanged since NCCL 2.14); calls go through collgen__nccl.<name>.
 */
 #ifndef COLLGEN_NCCL_API_H
 #define COLLGEN_NCCL_API_H
@@ -17,20 +17,36 @@ typedef struct {
 } collgen__nccl_id;
 typedef int collgen__nccl_dtype;
 #define COLLGEN__NCCL_SUCCESS 0
+#define COLLGEN__NCCL_IN_PROGRESS 7 /* non-blocking communicator: not finished yet */
 #define COLLGEN__NCCL_FLOAT16 6
 #define COLLGEN__NCCL_FLOAT32 7
 #define COLLGEN__NCCL_BFLOAT16 9
 #define COLLGEN__NCCL_SUM 0
-/* The oldest NCCL with everything used here (bf16 came with 2.10), as
-** ncclGetVersion codes it (major * 10000 + minor * 100 + patch). */
-#define COLLGEN__NCCL_MIN_VERSION 21000
+/* The oldest NCCL with everything used here (non-blocking communicators
+** and ncclCommInitRankConfig came with 2.14), as ncclGetVersion codes it
+** (major * 10000 + minor * 100 + patch). */
+#define COLLGEN__NCCL_MIN_VERSION 21400
+
+/* ncclConfig_t as NCCL 2.14 declared it: NCCL reads a config by its size and
+** version, so a program built against 2.14's header works with every later
+** NCCL. Unset fields hold NCCL_CONFIG_UNDEF_INT (INT_MIN) or NULL. */
+typedef struct {
+  size_t size;           /* sizeof this struct */
+  unsigned int magic;    /* COLLGEN__NCCL_CONFIG_MAGIC */
+  unsigned int version;  /* COLLGEN__NCCL_MIN_VERSION: the layout above */
+  int blocking;          /* 0: calls may return COLLGEN__NCCL_IN_PROGRESS */
+  int cgaClusterSize, minCTAs, maxCTAs;
+  const char *netName;
+} collgen__nccl_config;
+#define COLLGEN__NCCL_CONFIG_MAGIC 0xcafebeefu
 
 /* XX(name, return type, parameter list): every NCCL function collgen calls. */
 #define COLLGEN_NCCL_FUNCS(XX)                                                          \
   XX(ncclGetVersion, collgen__nccl_result, (int *version))                              \
   XX(ncclGetUniqueId, collgen__nccl_result, (collgen__nccl_id * id))                    \
-  XX(ncclCommInitRank, collgen__nccl_result,                                            \
-     (collgen__nccl_comm_t * comm, int nranks, collgen__nccl_id id, int rank))          \
+  XX(ncclCommInitRankConfig, collgen__nccl_result,                                      \
+     (collgen__nccl_comm_t * comm, int nranks, collgen__nccl_id id, int rank,           \
+      collgen__nccl_config *config))                                                    \
   XX(ncclCommDestroy, collgen__nccl_result, (collgen__nccl_comm_t comm))                \
   XX(ncclCommAbort, collgen__nccl_result, (collgen__nccl_comm_t comm))                  \
   XX(ncclCommGetAsyncError, collgen__nccl_result,                                       \
@@ -63,12 +79,20 @@ extern collgen__nccl_api collgen__nccl;
 /* Loads libnccl.so.2 ($COLLGEN_NCCL_LIBRARY overrides the name) and
 ** resolves every function, once per process; thread-safe. Called only when
 ** some group routes to NCCL. COLLGEN_ERR_NO_NCCL (naming the library tried
-** and why: not found, a missing function, older than 2.10) otherwise. */
+** and why: not found, a missing function, older than 2.14) otherwise. */
 int collgen__nccl_load(char *err, size_t n);
 
 /* Formats a failed NCCL call into err and returns COLLGEN_ERR_NCCL (or 0
 ** when r is success). */
 int collgen__nccl_fail(collgen__nccl_result r, const char *what, char *err, size_t n);
+
+/* The outcome of NCCL call `what` on the non-blocking communicator comm,
+** which returned r: when r is COLLGEN__NCCL_IN_PROGRESS, polls
+** ncclCommGetAsyncError until the work is done or timeout_ms pass. 0, the
+** call's COLLGEN_ERR_NCCL, or COLLGEN_ERR_TIMEOUT (a rank of the group never
+** took part: it died or is stuck; the caller aborts comm). Message in err. */
+int collgen__nccl_settle(collgen__nccl_comm_t comm, collgen__nccl_result r, const char *what,
+                         int timeout_ms, char *err, size_t n);
 
 /* NCCL's data type for a collgen dtype (-1 for none). */
 collgen__nccl_dtype collgen__nccl_dtype_of(collgen_dtype_t dtype);

@@ -108,10 +108,11 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
   int equal = 1;
   for (int k = base; k < base + size; ++k) equal &= g->rank_rows[k] == g->rank_rows[base];
   if (equal)
-    return collgen__nccl_fail(collgen__nccl.ncclAllGather(in, gathered,
-                                                          (size_t)(g->rank_rows[r] * cols), dt,
-                                                          comm, s),
-                              "ncclAllGather", c->err, sizeof c->err);
+    return collgen__nccl_settle(comm,
+                                collgen__nccl.ncclAllGather(in, gathered,
+                                                            (size_t)(g->rank_rows[r] * cols), dt,
+                                                            comm, s),
+                                "ncclAllGather", c->timeout_ms, c->err, sizeof c->err);
   const size_t mine = (size_t)(g->rank_rows[r] * cols);
   int64_t start = 0, own = 0;
   int rc = collgen__nccl_fail(collgen__nccl.ncclGroupStart(), "ncclGroupStart", c->err,
@@ -130,7 +131,8 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
   }
   /* The group is ended whatever failed inside it. */
   const collgen__nccl_result end = collgen__nccl.ncclGroupEnd();
-  if (rc == COLLGEN_OK) rc = collgen__nccl_fail(end, "ncclGroupEnd", c->err, sizeof c->err);
+  if (rc == COLLGEN_OK)
+    rc = collgen__nccl_settle(comm, end, "ncclGroupEnd", c->timeout_ms, c->err, sizeof c->err);
   if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, gathered + own * esize, in, mine * (size_t)esize, s);
   return rc;
 }

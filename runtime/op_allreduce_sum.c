@@ -114,11 +114,11 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
                          int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
   (void)base;
   (void)size;
-  return collgen__nccl_fail(
-      collgen__nccl.ncclAllReduce(call->buffers[ROLE_INPUT][r], (void *)call->buffers[ROLE_OUTPUT][r],
+  return collgen__nccl_settle(
+      comm, collgen__nccl.ncclAllReduce(call->buffers[ROLE_INPUT][r], (void *)call->buffers[ROLE_OUTPUT][r],
                                   (size_t)g->shape.elems, collgen__nccl_dtype_of(call->dtype),
                                   COLLGEN__NCCL_SUM, comm, s),
-      "ncclAllReduce", c->err, sizeof c->err);
+      "ncclAllReduce", c->timeout_ms, c->err, sizeof c->err);
 }
 
 const collgen__op_runtime collgen__rt_allreduce_sum = {

@@ -29,14 +29,15 @@ void collgen__local_call_init(collgen__local_call *local, const collgen__call *c
 }
 
 /* COLLGEN_ERR_NCCL when NCCL reports an asynchronous error on comm (an
-** earlier operation failed, e.g. a peer died). */
+** earlier operation failed, e.g. a peer died); waits (bounded) for work
+** NCCL still has in progress. */
 static int check_async(collgen_comm_t *c, collgen__nccl_comm_t comm) {
   collgen__nccl_result async = COLLGEN__NCCL_SUCCESS;
   int rc = collgen__nccl_fail(collgen__nccl.ncclCommGetAsyncError(comm, &async),
                               "ncclCommGetAsyncError", c->err, sizeof c->err);
   if (rc == COLLGEN_OK)
-    rc = collgen__nccl_fail(async, "an earlier NCCL operation of this communicator", c->err,
-                            sizeof c->err);
+    rc = collgen__nccl_settle(comm, async, "an earlier NCCL operation of this communicator",
+                              c->timeout_ms, c->err, sizeof c->err);
   return rc;
 }
 
@@ -61,17 +62,33 @@ static int prepare_local(collgen_comm_t *c, const collgen__op_runtime *rt,
   return COLLGEN_OK;
 }
 
+static int nccl_run(collgen_comm_t *c, const collgen__op_runtime *rt, const collgen__call *call,
+                    const collgen__group *g, int base, int size, collgen__nccl_comm_t comm);
+
 int collgen__nccl_group_run(collgen_comm_t *c, const collgen__op_runtime *rt,
                             const collgen__call *call, const collgen__group *g, int base,
                             int size) {
-  const int r = c->self;
   collgen__nccl_comm_t comm = c->nccl[size];
   if (!comm || !rt->nccl_exchange)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
                          "group size %d routes to NCCL but %s", size,
-                         comm ? "this op has no NCCL path" : "has no NCCL communicator");
+                         comm ? "this op has no NCCL path"
+                              : "has no NCCL communicator (aborted after a timeout or an abort)");
   int rc = check_async(c, comm);
-  if (rc != COLLGEN_OK) return rc;
+  if (rc == COLLGEN_OK) rc = nccl_run(c, rt, call, g, base, size, comm);
+  if (rc == COLLGEN_ERR_TIMEOUT) { /* a peer never took part: nothing more can complete */
+    collgen__nccl.ncclCommAbort(comm);
+    c->nccl[size] = NULL;
+  }
+  return rc;
+}
+
+/* The checked call on NCCL: the local kernel prepared, NCCL's exchange,
+** the local kernel launched. */
+static int nccl_run(collgen_comm_t *c, const collgen__op_runtime *rt, const collgen__call *call,
+                    const collgen__group *g, int base, int size, collgen__nccl_comm_t comm) {
+  const int r = c->self;
+  int rc = COLLGEN_OK;
   /* Everything is checked, planned and loaded before NCCL gets any work. */
   collgen__local_call local;
   CUfunction fn = NULL;

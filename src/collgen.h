@@ -581,7 +581,8 @@ COLLGEN_API int collgen_unique_id_from_text(const char *text, collgen_unique_id_
 ** group is on one host with P2P between every pair, else NCCL, whose
 ** communicators are created here (one per such group). More errors:
 ** _NO_NCCL (a group needs NCCL and some rank cannot load it; named),
-** _NCCL (ncclCommInitRank failed), _INVALID_ARG (a bad $COLLGEN_TRANSPORT,
+** _NCCL (ncclCommInitRankConfig failed; _TIMEOUT when it did not finish
+** within the bound), _INVALID_ARG (a bad $COLLGEN_TRANSPORT,
 ** or ranks asking for different transports). The socket rendezvous joins
 ** processes of one host only; for several hosts use
 ** collgen_comm_init_rank_callback. */

@@ -5,7 +5,12 @@
 ** arguments (fake_nccl.h), so tests can check exactly what collgen asked
 ** NCCL to do. Declares NCCL's ABI itself, as collgen does. Settings:
 **   FAKE_NCCL_VERSION    what ncclGetVersion reports (default 22803)
-**   FAKE_NCCL_INIT_FAIL  when set, ncclCommInitRank fails (ncclSystemError)
+**   FAKE_NCCL_INIT_FAIL  when set, ncclCommInitRank(Config) fails (ncclSystemError)
+**   FAKE_NCCL_PENDING    N: on a non-blocking communicator (config.blocking
+**                        0), its creation and each collective or group end
+**                        return ncclInProgress and stay in progress for N
+**                        ncclCommGetAsyncError polls; -1: forever (a peer
+**                        that never comes)
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +25,26 @@ typedef struct {
 
 struct fake_comm {
   int nranks, rank;
+  int nonblocking;
+  long pending; /* polls left before the work in progress completes; -1 never */
 };
+
+/* ncclConfig_t as NCCL 2.14 laid it out (what collgen passes). */
+typedef struct {
+  size_t size;
+  unsigned int magic, version;
+  int blocking, cgaClusterSize, minCTAs, maxCTAs;
+  const char *netName;
+} fake_config;
+
+/* On a non-blocking communicator, marks new work in progress (FAKE_NCCL_PENDING
+** polls) and returns ncclInProgress (7); else ncclSuccess. */
+static int start_work(struct fake_comm *comm) {
+  const char *e = getenv("FAKE_NCCL_PENDING");
+  if (!comm || !comm->nonblocking || !e || !*e) return 0;
+  comm->pending = atol(e);
+  return comm->pending == 0 ? 0 : 7;
+}
 
 static fake_nccl_stats_t stats;
 static long next_id;
@@ -55,6 +79,18 @@ int ncclCommInitRank(struct fake_comm **comm, int nranks, fake_id id, int rank) 
   return 0;
 }
 
+int ncclCommInitRankConfig(struct fake_comm **comm, int nranks, fake_id id, int rank,
+                           fake_config *config) {
+  if (!config || config->magic != 0xcafebeefu || config->size < sizeof(fake_config) ||
+      config->version < 21400)
+    return 4; /* ncclInvalidArgument, as NCCL answers a config without its initializer */
+  int r = ncclCommInitRank(comm, nranks, id, rank);
+  if (r != 0) return r;
+  (*comm)->nonblocking = config->blocking == 0;
+  stats.last_blocking = config->blocking;
+  return start_work(*comm);
+}
+
 int ncclCommDestroy(struct fake_comm *comm) {
   free(comm);
   stats.destroys++;
@@ -70,8 +106,9 @@ int ncclCommAbort(struct fake_comm *comm) {
 }
 
 int ncclCommGetAsyncError(struct fake_comm *comm, int *error) {
-  (void)comm;
-  *error = 0;
+  stats.polls++;
+  if (comm->pending > 0) comm->pending--;
+  *error = comm->pending == 0 ? 0 : 7; /* ncclInProgress */
   return 0;
 }
 
@@ -96,24 +133,38 @@ static int record(const char *fn, const void *send, void *recv, size_t count, in
   return 0;
 }
 
+/* The collectives and the group end start work that may be in progress. */
+static struct fake_comm *group_comm; /* the communicator of the open group's calls */
+
 int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
                   struct fake_comm *comm, void *stream) {
-  return record("ncclAllReduce", send, recv, count, dtype, op, -1, comm, stream);
+  record("ncclAllReduce", send, recv, count, dtype, op, -1, comm, stream);
+  return start_work(comm);
 }
 
 int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct fake_comm *comm,
                   void *stream) {
-  return record("ncclAllGather", send, recv, count, dtype, -1, -1, comm, stream);
+  record("ncclAllGather", send, recv, count, dtype, -1, -1, comm, stream);
+  return start_work(comm);
 }
 
 int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_comm *comm,
              void *stream) {
+  group_comm = comm;
   return record("ncclSend", send, NULL, count, dtype, -1, peer, comm, stream);
 }
 
 int ncclRecv(void *recv, size_t count, int dtype, int peer, struct fake_comm *comm, void *stream) {
+  group_comm = comm;
   return record("ncclRecv", NULL, recv, count, dtype, -1, peer, comm, stream);
 }
 
-int ncclGroupStart(void) { return record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL); }
-int ncclGroupEnd(void) { return record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL); }
+int ncclGroupStart(void) {
+  group_comm = NULL;
+  return record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+}
+
+int ncclGroupEnd(void) {
+  record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+  return start_work(group_comm);
+}

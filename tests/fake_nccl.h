@@ -22,10 +22,12 @@ typedef struct {
 
 typedef struct {
   long unique_ids;     /* ncclGetUniqueId calls */
-  long inits;          /* successful ncclCommInitRank calls */
+  long inits;          /* successful ncclCommInitRank(Config) calls */
   long destroys, aborts;
+  long polls;          /* ncclCommGetAsyncError calls */
+  int last_blocking;   /* config.blocking of the last ncclCommInitRankConfig */
   long live;           /* communicators made and not yet destroyed or aborted */
-  int last_nranks, last_rank; /* of the last ncclCommInitRank */
+  int last_nranks, last_rank; /* of the last ncclCommInitRank(Config) */
   unsigned char last_id[128]; /* the id it was given */
   long calls;          /* data calls */
   fake_nccl_call_t log[FAKE_NCCL_MAX_CALLS];
@@ -44,6 +46,7 @@ static inline fake_nccl_stats_t *fake_nccl_use(const char *path) {
   setenv("COLLGEN_NCCL_LIBRARY", path, 1);
   unsetenv("FAKE_NCCL_VERSION");
   unsetenv("FAKE_NCCL_INIT_FAIL");
+  unsetenv("FAKE_NCCL_PENDING");
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return NULL;
   fake_nccl_stats_t *(*get)(void) = (fake_nccl_stats_t * (*)(void)) dlsym(lib, "fake_nccl_stats");

@@ -297,3 +297,85 @@ Test(nccl_path, a_callback_communicator_across_hosts_maps_nothing_and_uses_nccl)
 }
 
 Test(nccl_path, a_callback_communicator_on_one_host_maps_through_its_socket) { run_callback(1); }
+
+/* NCCL work that stays in progress. The communicators are non-blocking
+** (config.blocking 0), so collgen polls NCCL, within the timeout, instead
+** of blocking in it: work that completes after a few polls succeeds; work
+** that never does (a peer that never joins or never calls) gives
+** COLLGEN_ERR_TIMEOUT within the bound, and the NCCL communicator is
+** aborted, not left hanging. */
+static void pending_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                          int pipe_w, int pipe_r) {
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  setenv("FAKE_NCCL_PENDING", "3", 1);
+  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
+  CHILD_CHECK(rep, rank, 1, nc->last_blocking == 0 && nc->polls >= 3 && nc->live == 1,
+              "creation: blocking %d, %ld polls, %ld live", nc->last_blocking, nc->polls, nc->live);
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 2, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  char *in = aligned_alloc(256, 65536), *out = aligned_alloc(256, 65536);
+  int64_t n = 4096;
+  const long polls = nc->polls;
+  int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK && nc->polls >= polls + 3,
+              "a call in progress for 3 polls: %s (%ld polls)", collgen_comm_last_error(c),
+              nc->polls - polls);
+  setenv("FAKE_NCCL_PENDING", "-1", 1);
+  c->timeout_ms = 300; /* the communicator's bound, shortened for the test */
+  const double t0 = collgen__now_ms();
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  const double ms = collgen__now_ms() - t0;
+  CHILD_CHECK(rep, rank, 4, rc == COLLGEN_ERR_TIMEOUT && ms >= 300 && ms < 5000 &&
+              strstr(collgen_comm_last_error(c), "ncclAllReduce: NCCL had not finished after 300 ms") &&
+              nc->aborts == 1 && nc->live == 0,
+              "a call that never completes: %s: %s after %.0f ms, %ld aborts, %ld live",
+              collgen_status_name(rc), collgen_comm_last_error(c), ms, nc->aborts, nc->live);
+  unsetenv("FAKE_NCCL_PENDING");
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 5, rc == COLLGEN_ERR_UNSUPPORTED &&
+              strstr(collgen_comm_last_error(c), "aborted after a timeout"),
+              "the next call: %s: %s", collgen_status_name(rc), collgen_comm_last_error(c));
+  collgen__dev_stream_destroy(c, rank, s);
+  collgen_comm_destroy(c);
+  CHILD_CHECK(rep, rank, 6, nc->destroys == 0 && nc->live == 0, "destroy: %ld destroys",
+              nc->destroys);
+  free(in);
+  free(out);
+  _exit(0);
+}
+
+Test(nccl_path, work_in_progress_is_polled_and_bounded) { run_ranks(pending_child, 2); }
+
+/* A creation that never completes on either rank: init_rank gives
+** COLLGEN_ERR_TIMEOUT on both, aborts the half-made NCCL communicator and
+** leaves nothing. */
+static void stuck_init_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                             int pipe_w, int pipe_r) {
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  setenv("FAKE_NCCL_PENDING", "-1", 1);
+  setenv("COLLGEN_TEST_HOST_ID", rank ? "host-1" : "host-0", 1);
+  collgen_comm_options_t o;
+  collgen_comm_options_init(&o);
+  o.cache_dir = cache_dir;
+  o.timeout_ms = 300;
+  o.staging_bytes = 2u << 20;
+  collgen_comm_t *c = (collgen_comm_t *)1;
+  const double t0 = collgen__now_ms();
+  int rc = collgen_comm_init_rank(&c, 2, id, rank, rank, &o);
+  const double ms = collgen__now_ms() - t0;
+  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_ERR_TIMEOUT && !c && ms < 5000 &&
+              strstr(collgen_last_error(), "ncclCommInitRankConfig (ranks 0..1): NCCL had not "
+                                           "finished after 300 ms") &&
+              nc->aborts == 1 && nc->live == 0,
+              "%s: %s after %.0f ms; %ld aborts, %ld live", collgen_status_name(rc),
+              collgen_last_error(), ms, nc->aborts, nc->live);
+  _exit(0);
+}
+
+Test(nccl_path, a_creation_that_never_completes_times_out_and_leaves_nothing) {
+  run_ranks(stuck_init_child, 2);
+}

@@ -309,17 +309,19 @@ Test(route, a_missing_libnccl_fails_every_rank_cleanly) {
   run_ranks(missing_child, 2);
 }
 
-/* An NCCL too old for bf16 counts as missing. */
+/* An NCCL older than 2.14 (no non-blocking communicators, so no bounded
+** creation) counts as missing: 2.13.4 is refused. */
 static void old_nccl_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
                            int pipe_w, int pipe_r) {
   (void)pipe_w;
   (void)pipe_r;
-  setenv("FAKE_NCCL_VERSION", "2908", 1);
+  setenv("FAKE_NCCL_VERSION", "21304", 1);
   int rc;
   collgen_comm_t *c = open_rank(id, nranks, rank, COLLGEN_TRANSPORT_NCCL, &rc);
-  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_ERR_NO_NCCL && !c && strstr(collgen_last_error(), "2.10"),
+  CHILD_CHECK(rep, rank, 1, rc == COLLGEN_ERR_NO_NCCL && !c && strstr(collgen_last_error(), "21304") &&
+                  strstr(collgen_last_error(), "needs 2.14 or newer"),
               "%s: %s", collgen_status_name(rc), collgen_last_error());
   _exit(0);
 }
 
-Test(route, an_nccl_older_than_2_10_is_refused) { run_ranks(old_nccl_child, 2); }
+Test(route, an_nccl_older_than_2_14_is_refused) { run_ranks(old_nccl_child, 2); }
