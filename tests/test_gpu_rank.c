@@ -591,6 +591,10 @@ Test(rank, two_processes_allreduce_every_dtype_size_and_graph, .timeout = 600) {
 
 Test(rank, four_processes_mapped_onto_the_gpus, .timeout = 600) { run_ranks(4, rank_child); }
 
+/* The most ranks a communicator has: 8 processes, 4 per GPU on two GPUs
+** (all 8 on one); the rounds are those of two and four. */
+Test(rank, eight_processes_mapped_onto_the_gpus, .timeout = 900) { run_ranks(8, rank_child); }
+
 /* Why the NCCL tests cannot run here ("" if they can), found in a forked
 ** process (this one must not initialize CUDA before it forks the ranks):
 ** NCCL refuses two ranks on one GPU, and needs libnccl.so.2. */
