@@ -62,6 +62,7 @@ int collgen__nccl_fail(collgen__nccl_result r, const char *what, char *err, size
 
 int collgen__nccl_settle(collgen__nccl_comm_t comm, collgen__nccl_result r, const char *what,
                          int timeout_ms, char *err, size_t n) {
+  if (r != COLLGEN__NCCL_IN_PROGRESS) return collgen__nccl_fail(r, what, err, n); /* no clock read */
   const double end = collgen__now_ms() + timeout_ms;
   while (r == COLLGEN__NCCL_IN_PROGRESS) {
     if (collgen__now_ms() > end)

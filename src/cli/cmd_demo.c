@@ -92,12 +92,11 @@ static int compile_only(const char *why) {
 typedef struct {
   collgen_comm_t *comm;
   int n;
-  int self; /* the rank this process drives, or -1 for all of them */
   collgen_stream_t streams[COLLGEN_MAX_DEVICES];
 } demo_ctx;
 
 /* 1 if this process holds rank r's buffers. */
-static int local(const demo_ctx *d, int r) { return d->self < 0 || d->self == r; }
+static int local(const demo_ctx *d, int r) { return collgen__comm_is_local(d->comm, r); }
 
 static double time_op(demo_ctx *d, int (*run)(demo_ctx *, void *), void *arg) {
   double best[ITERS];
@@ -119,7 +118,7 @@ typedef struct {
 
 static int run_ar(demo_ctx *d, void *vp) {
   ar_args *a = vp;
-  const int me = d->self;
+  const int me = d->comm->self; /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, a->shape, a->in[me],
                                       a->out[me], 0, d->streams[me]);
@@ -186,7 +185,7 @@ typedef struct {
 
 static int run_rms(demo_ctx *d, void *vp) {
   rms_args *a = vp;
-  const int me = d->self;
+  const int me = d->comm->self; /* -1: this process drives every rank */
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shapes[r];
   if (me >= 0)
@@ -287,7 +286,7 @@ typedef struct {
 /* In place: residual_out is residual_in (the timing loop keeps adding). */
 static int run_rr(demo_ctx *d, void *vp) {
   rr_args *a = vp;
-  const int me = d->self;
+  const int me = d->comm->self; /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_residual_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, a->shape,
                                                    a->x[me], a->res[me], a->normed[me], a->res[me],
@@ -403,7 +402,7 @@ typedef struct {
 /* In place, as run_rr; normed as e4m3 with a scale per row. */
 static int run_fp8(demo_ctx *d, void *vp) {
   fp8_args *a = vp;
-  const int me = d->self;
+  const int me = d->comm->self; /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_residual_rmsnorm_fp8(
         d->comm, COLLGEN_DTYPE_BF16, 2, a->rr.shape, a->rr.x[me], a->rr.res[me], a->q[me],
@@ -495,7 +494,6 @@ static int demo_rank(int nranks, const collgen_unique_id_t *id, int rank, int de
   demo_ctx d;
   memset(&d, 0, sizeof d);
   d.n = nranks;
-  d.self = rank;
   int rc = collgen_comm_init_rank(&d.comm, nranks, id, rank, device, NULL);
   if (rc != COLLGEN_OK) {
     printf("  rank %d: collgen_comm_init_rank: %s: %s\n", rank, collgen_status_name(rc),
@@ -533,7 +531,6 @@ int cmd_demo(int argc, char **argv) {
   demo_ctx d;
   memset(&d, 0, sizeof d);
   d.n = count > COLLGEN_MAX_DEVICES ? COLLGEN_MAX_DEVICES : count;
-  d.self = -1;
   int devices[COLLGEN_MAX_DEVICES];
   for (int i = 0; i < d.n; ++i) devices[i] = i;
   int rc = collgen_comm_create(&d.comm, d.n, devices, NULL);

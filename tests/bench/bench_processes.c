@@ -4,7 +4,7 @@
 ** in one run.
 **
 ** The parent never initializes CUDA, so forking stays safe: a child counts
-** the GPUs; a second child times the one-process communicator
+** the GPUs (collgen__gpu_count_in_child, as the demo does); a second child times the one-process communicator
 ** (collgen_comm_create, N ranks round robin on the GPUs); then N rank
 ** processes each create their rank (collgen_comm_init_rank), time their
 ** collgen_rank_* calls and, when every rank has a GPU of its own (NCCL
@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gpu_probe.h"
 
 #define NPOINTS 5
 #define MEET_MS 120000.0 /* bound on a rank reaching the barrier or the NCCL id */
@@ -404,13 +405,6 @@ static pid_t spawn(int (*fn)(const collgen_unique_id_t *, int, int), const collg
   return pid;
 }
 
-static int count_gpus(const collgen_unique_id_t *id, int n, int r) {
-  (void)id, (void)n, (void)r;
-  load_driver();
-  collgen__cu.cuDeviceGetCount(&sh->gpus);
-  return sh->gpus > 0 ? 0 : 1;
-}
-
 static int one_process_fn(const collgen_unique_id_t *id, int n, int r) {
   (void)id, (void)r;
   return one_process(n);
@@ -448,8 +442,9 @@ int bench_processes(int n) {
     for (int p = 0; p < NPOINTS; ++p) sh->nccl[r][p] = NAN;
   setenv("NCCL_NVLS_ENABLE", "0", 1); /* never multicast */
   pid_t pids[8];
-  pids[0] = spawn(count_gpus, NULL, 0, 0);
-  if (wait_all(pids, 1) || sh->gpus < 1) die("--processes", "no GPU found");
+  char why[600];
+  sh->gpus = collgen__gpu_count_in_child(why, sizeof why);
+  if (sh->gpus < 1) die("--processes: no GPU found", why);
   printf("collgen-bench --processes %d: %d ranks on %d GPU(s), bf16, graph replay, us per call "
          "(median of the trials, slowest rank)%s\n", n, n, sh->gpus,
          n > sh->gpus ? "; ranks share GPUs, so NCCL (which refuses that) is skipped and the "
