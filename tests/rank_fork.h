@@ -1,7 +1,7 @@
 /*
 ** rank_fork.h -- the harness of the one-process-per-GPU host-path tests
 ** (test_rank_hostpath.c, test_rank_register.c, test_route_hostpath.c,
-** test_nccl_hostpath.c): the stand-in driver, a fresh cache folder per
+** test_nccl_hostpath.c; test_pdl.c uses only its fixture): the stand-in driver, a fresh cache folder per
 ** test, ranks in forked processes that report failures through shared
 ** memory, and run_ranks / run_two (N or two ranks, one fresh id).
 ** Included by one test source each (static helpers; the inline ones may go

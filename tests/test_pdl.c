@@ -5,31 +5,18 @@
 ** option and none without it; the option is refused below sm_90, with a
 ** value other than 0 or 1, and with several ranks on one GPU. The kernels'
 ** side (griddepcontrol) is in every rendered kernel (tests/golden) and runs
-** in the GPU tests (test_gpu.c, pdl suite).
+** in the GPU tests (test_gpu_pdl.c, the pdl suite of test_gpu).
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "collgen.h"
 #include "devbuf.h"
-#include "fake_cuda.h"
-#include "test_util.h"
+#include "rank_fork.h" /* the stand-in driver and a fresh cache folder per test */
 
-static char cache_dir[256];
-static fake_cuda_stats_t *stats;
-
-static void setup(void) {
-  tu_make_temp_dir(cache_dir, sizeof cache_dir);
-  stats = fake_cuda_use(FAKE_CUDA_PATH);
-  cr_assert(stats, "%s", dlerror());
-}
-
-static void teardown(void) { tu_remove_tree(cache_dir); }
-
-TestSuite(pdl, .init = setup, .fini = teardown);
+TestSuite(pdl, .init = rank_fork_setup, .fini = rank_fork_teardown);
 
 /* collgen_comm_create over devices 0..n-1 with options.pdl = pdl; returns
 ** its code, the communicator in *c. */
