@@ -168,14 +168,14 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     }
   }
 %     if FP8 == "dynamic" then
-  const float divisor = row_scale(p, row, m);
+  const e4m3_divider divider = make_divider(row_scale(p, row, m));
 %     else
-  const float divisor = p.static_scale;
+  const e4m3_divider divider = make_divider(p.static_scale);
 %     end
 #pragma unroll
   for (int it = 0; it < ${ITEMS}; ++it) {
     const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
-    if (c < ROW_VECS) store_e4m3(p, row, c, x[it], divisor);
+    if (c < ROW_VECS) store_e4m3(p, row, c, x[it], divider);
   }
 %   end
 % else
@@ -204,9 +204,9 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     normed_f32(p, x, scale, load_vec(p.gamma, c), x);
     m = abs_max(m, x);
   }
-  const float divisor = row_scale(p, row, m);
+  const e4m3_divider divider = make_divider(row_scale(p, row, m));
 %   elseif FP8 == "static" then
-  const float divisor = p.static_scale;
+  const e4m3_divider divider = make_divider(p.static_scale);
 %   end
   for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
     unpack(load_vec(p.out[p.rank], base + c), x);
@@ -214,7 +214,7 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     write_normed(p, row, c, x, scale, load_vec(p.gamma, c));
 %   else
     normed_f32(p, x, scale, load_vec(p.gamma, c), x);
-    store_e4m3(p, row, c, x, divisor);
+    store_e4m3(p, row, c, x, divider);
 %   end
   }
 % end

@@ -62,9 +62,35 @@ __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned 
 % else
 // q = e4m3(y / divisor) with y = normed_f32 and the divisor static_scale.
 % end
-// Divisions are IEEE round to nearest (__fdiv_rn) and the conversion rounds
-// to nearest even and saturates at +-448, so the CPU reference gets the
-// same bytes from the same y.
+// Each quotient is the IEEE round-to-nearest y / divisor (what __fdiv_rn
+// gives) and the conversion rounds to nearest even and saturates at +-448,
+// so the CPU reference gets the same bytes from the same y.
+//
+// The divisor is one value per row, so the division is a reciprocal per row
+// and three instructions per element (Markstein): q0 = y * r with
+// r = 1 / divisor, then q = q0 + r * (y - q0 * divisor), an FMA residual
+// step that makes q the correctly rounded quotient. That holds while the
+// divisor and y are far from the ends of the f32 range; so the fast path is
+// taken only for divisors in [2^-100, 2^100], and only for |q0| in
+// (2^-20, 2^13): below, the code is a signed zero; above, +-448 or NaN,
+// from q0 alone. tests/test_fp8_divide.c checks this against division.
+struct e4m3_divider {
+  float divisor, r;  // r = 1 / divisor, rounded to nearest
+  bool fast;         // divisor in [2^-100, 2^100]: the reciprocal path is exact
+};
+
+__device__ __forceinline__ e4m3_divider make_divider(float divisor) {
+  const float a = fabsf(divisor);
+  return {divisor, __frcp_rn(divisor), a >= 0x1p-100f && a <= 0x1p100f};
+}
+
+// RN(y / d.divisor), bit for bit.
+__device__ __forceinline__ float divide(const e4m3_divider &d, float y) {
+  if (!d.fast) return __fdiv_rn(y, d.divisor);
+  const float q0 = __fmul_rn(y, d.r), a = fabsf(q0);
+  if (!(a > 0x1p-20f && a < 0x1p13f)) return q0;
+  return __fmaf_rn(__fmaf_rn(-q0, d.divisor, y), d.r, q0);
+}
 
 // Two codes: e4m3(lo) in the low byte, e4m3(hi) in the high byte (sm_89+).
 __device__ __forceinline__ unsigned int e4m3x2(float lo, float hi) {
@@ -73,16 +99,19 @@ __device__ __forceinline__ unsigned int e4m3x2(float lo, float hi) {
   return d;
 }
 
-// Writes the VEC codes of y / divisor as vector c of the row (VEC bytes).
-__device__ __forceinline__ void store_e4m3(const collgen_kparams &p, unsigned long long row,
-                                           unsigned long long c, const float *y, float divisor) {
-  float q[VEC];
+// Writes the VEC codes of y / d.divisor as vector c of the row (VEC bytes).
 %   if FP8 == "dynamic" then
+// A row whose divisor is 0 gets code 0.
+%   end
+__device__ __forceinline__ void store_e4m3(const collgen_kparams &p, unsigned long long row,
+                                           unsigned long long c, const float *y,
+                                           const e4m3_divider &d) {
+  float q[VEC];
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) q[k] = divisor != 0.0f ? __fdiv_rn(y[k], divisor) : 0.0f;
+%   if FP8 == "dynamic" then
+  for (int k = 0; k < VEC; ++k) q[k] = d.divisor != 0.0f ? divide(d, y[k]) : 0.0f;
 %   else
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) q[k] = __fdiv_rn(y[k], divisor);
+  for (int k = 0; k < VEC; ++k) q[k] = divide(d, y[k]);
 %   end
   unsigned char *out = (unsigned char *)p.normed + row * COLS + c * VEC;
 %   if VEC == 1 then

@@ -15,10 +15,11 @@
 ** bytes)/t*(n-1)/n. Also measures JIT costs and host overhead per call.
 **
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
-**                      [--dtype bf16|f16|f32] [--group-size G] [--model] [--floor]
+**                      [--dtype bf16|f16|f32] [--group-size G] [--model] [--floor] [--fp8]
 **        collgen-bench --processes N   (one process per rank: bench_processes.c)
 ** --model: only the 32-layer decode step (bench_model.c); --floor: only the
-** cross-GPU flag floor (bench_floor.c); both: both. NCCL's symmetric-window
+** cross-GPU flag floor (bench_floor.c); --fp8: only the FP8 output table
+** (bench_residual.c); several: each of them. NCCL's symmetric-window
 ** path (bench_nccl_sym.c) is a column of the allreduce and fused tables.
 */
 #define _GNU_SOURCE
@@ -660,7 +661,7 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   size_t max_bytes = 1u << 30;
   const char *csv = NULL;
-  int model = 0, floor_only = 0;
+  int model = 0, floor_only = 0, fp8_only = 0;
   if (argc == 3 && strcmp(argv[1], "--processes") == 0) { /* before CUDA: it forks */
     int64_t n = 0;
     if (collgen__parse_int(argv[2], 2, 8, &n) != 0) die("--processes", "an integer in 2..8");
@@ -672,14 +673,21 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--tune") == 0) b.tune = 1;
     else if (strcmp(argv[i], "--model") == 0) model = 1;
     else if (strcmp(argv[i], "--floor") == 0) floor_only = 1;
+    else if (strcmp(argv[i], "--fp8") == 0) fp8_only = 1;
     else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
       if (collgen__parse_dtype(argv[++i], &b.dt) != 0) die("--dtype", "bf16, f16 or f32");
-    } else if (strcmp(argv[i], "--group-size") == 0 && i + 1 < argc)
-      b.group = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], 0, 10);
-    else {
+    } else if (strcmp(argv[i], "--group-size") == 0 && i + 1 < argc) {
+      int64_t g = 0;
+      if (collgen__parse_int(argv[++i], 0, 8, &g) != 0) die("--group-size", "an integer in 0..8");
+      b.group = (int)g;
+    } else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
+      int64_t m = 0;
+      if (collgen__parse_int(argv[++i], 1, (int64_t)1 << 40, &m) != 0)
+        die("--max-bytes", "an integer in 1..2^40");
+      max_bytes = (size_t)m;
+    } else {
       fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N] "
-                      "[--dtype bf16|f16|f32] [--group-size G] [--model] [--floor]\n"
+                      "[--dtype bf16|f16|f32] [--group-size G] [--model] [--floor] [--fp8]\n"
                       "       collgen-bench --processes N\n");
       return 2;
     }
@@ -708,9 +716,10 @@ int main(int argc, char **argv) {
   ncclGetVersion(&nver);
   printf("collgen-bench: %d GPU(s) (%s), NCCL %d (symmetric windows: %s), %d trials per point "
          "(median)\n", b.n, b.comm->arch[0], nver, nccl_sym_available() ? "yes" : "n/a", TRIALS);
-  if (model || floor_only) {
+  if (model || floor_only || fp8_only) { /* only the tables named */
     if (model) bench_model(&b);
     if (floor_only) bench_floor(&b);
+    if (fp8_only) bench_residual_rmsnorm_fp8(&b);
   } else if (b.tune) {
     /* Same kernels, grid caps from 16 to 256 blocks: one communicator per
     ** cap (they share the primary contexts, so the streams stay valid). */
