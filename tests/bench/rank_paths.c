@@ -13,7 +13,9 @@
 **      + cuMemMap + cuMemSetAccess) against cuIpcOpenMemHandle, median of
 **      REPS, and the peer-read bandwidth of cuMemcpyDtoDAsync from each
 **      mapping (no kernel).
-** Needs a GPU, not NCCL. Usage: collgen-rank-paths [nranks]
+** Needs a GPU, not NCCL. Usage: collgen-rank-paths [--mapping-only] [nranks]
+** --mapping-only: only part 2 (its mapping times mean something on one GPU,
+** where part 1's rank processes time-slice).
 */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -24,6 +26,7 @@
 
 #include "bootstrap.h"
 #include "devbuf.h"
+#include "parse_int.h"
 #include "reference.h"
 
 #define CALLS 100
@@ -258,7 +261,8 @@ static void bench_mapping(bench_t *b, size_t bytes) {
            median(t_ipc, REPS), gbps[0], gbps[1]);
 }
 
-static void run_rank(const collgen_unique_id_t *id, int nranks, int rank, uint64_t seed) {
+static void run_rank(const collgen_unique_id_t *id, int nranks, int rank, uint64_t seed,
+                     int mapping_only) {
   bench_t b;
   memset(&b, 0, sizeof b);
   b.rank = rank;
@@ -282,7 +286,7 @@ static void run_rank(const collgen_unique_id_t *id, int nranks, int rank, uint64
   if (rank == 0)
     printf("collgen-rank-paths: %d processes on %d visible GPU(s), %s, staging %zu MiB\n", nranks,
            ngpu, b.c->arch[0], b.c->staging_bytes >> 20);
-  bench_calls(&b);
+  if (!mapping_only) bench_calls(&b);
   OK(&b, collgen_deregister_buffer(b.c, b.h));
   if (rank == 0)
     printf("\n%-14s %14s %16s %14s %14s\n", "peer map MiB", "VMM import ms", "cuIpcOpen ms",
@@ -297,9 +301,12 @@ static void run_rank(const collgen_unique_id_t *id, int nranks, int rank, uint64
 }
 
 int main(int argc, char **argv) {
-  const int nranks = argc > 1 ? atoi(argv[1]) : 2;
-  if (nranks < 2 || nranks > COLLGEN_MAX_DEVICES) {
-    fprintf(stderr, "usage: %s [nranks 2..%d]\n", argv[0], COLLGEN_MAX_DEVICES);
+  int mapping_only = argc > 1 && strcmp(argv[1], "--mapping-only") == 0;
+  int64_t nranks = 2;
+  if (argc > 2 + mapping_only ||
+      (argc > 1 + mapping_only &&
+       collgen__parse_int(argv[1 + mapping_only], 2, COLLGEN_MAX_DEVICES, &nranks) != 0)) {
+    fprintf(stderr, "usage: %s [--mapping-only] [nranks 2..%d]\n", argv[0], COLLGEN_MAX_DEVICES);
     return 2;
   }
   collgen_unique_id_t id;
@@ -309,7 +316,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   for (int r = 0; r < nranks; ++r) {
     pids[r] = fork(); /* before any CUDA call: each process starts the driver itself */
-    if (pids[r] == 0) run_rank(&id, nranks, r, seed);
+    if (pids[r] == 0) run_rank(&id, (int)nranks, r, seed, mapping_only);
   }
   int failed = 0;
   for (int r = 0; r < nranks; ++r) {
