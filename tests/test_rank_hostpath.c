@@ -4,7 +4,8 @@
 ** the bootstrap, the exchange of VMM signal buffers and staging areas
 ** (memfds, so the processes really share them), per-rank calls (which
 ** kernel is launched, what is staged where), mode mismatches, an abort that
-** reaches the other process's buffer, and destroy releasing every handle.
+** reaches the other process's buffer, two communicators in the same
+** processes, and destroy releasing every handle.
 ** Kernels do not run here; the GPU tests check results.
 */
 #define _GNU_SOURCE
@@ -136,6 +137,84 @@ static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, 
 }
 
 Test(rank_hostpath, an_abort_reaches_the_other_process) { run_two(abort_child); }
+
+/* A large allreduce of `fill` bytes on c: OK, and the input staged into
+** this rank's staging area of c. */
+static void staged_call(report_t *rep, collgen_comm_t *c, int rank, int step, collgen_stream_t s,
+                        unsigned char fill) {
+  const int64_t n = 1 << 20;
+  const size_t bytes = (size_t)n * 2;
+  unsigned char *in = aligned_alloc(256, bytes), *out = aligned_alloc(256, bytes);
+  memset(in, fill, bytes);
+  int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+  CHILD_CHECK(rep, rank, step, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(c));
+  CHILD_CHECK(rep, rank, step,
+              memcmp((const void *)(uintptr_t)c->staging[rank], in, bytes) == 0,
+              "the input (bytes %#x) is not in this communicator's staging area", fill);
+  free(in);
+  free(out);
+}
+
+/* Two communicators in the same two processes (the second id made by rank
+** 0 and passed through the pipe) stay apart: separate signal buffers and
+** staging areas, each call stages into its own; an abort of one marks only
+** its buffers, and the other still works, also after the first is
+** destroyed; destroying both releases every VMM handle. */
+static void two_comms_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                            int pipe_r) {
+  const long handles = stats->vmm_handles;
+  collgen_comm_t *a = child_comm(rep, id, 2, rank);
+  collgen_unique_id_t id_b;
+  if (rank == 0)
+    CHILD_CHECK(rep, rank, 2, collgen_get_unique_id(&id_b) == COLLGEN_OK &&
+                write(pipe_w, &id_b, sizeof id_b) == (ssize_t)sizeof id_b, "second id");
+  else
+    CHILD_CHECK(rep, rank, 2, read(pipe_r, &id_b, sizeof id_b) == (ssize_t)sizeof id_b,
+                "second id");
+  collgen_comm_t *b = child_comm(rep, &id_b, 2, rank);
+  for (int r = 0; r < 2; ++r)
+    CHILD_CHECK(rep, rank, 3, a->signal[r] && b->signal[r] && a->signal[r] != b->signal[r] &&
+                a->staging[r] && b->staging[r] && a->staging[r] != b->staging[r],
+                "rank %d's buffers are shared by the two communicators", r);
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 4, collgen__dev_stream_create(a, rank, &s) == COLLGEN_OK, "stream");
+  staged_call(rep, a, rank, 5, s, 0x11);
+  staged_call(rep, b, rank, 6, s, 0x22);
+  CHILD_CHECK(rep, rank, 7, *(const unsigned char *)(uintptr_t)a->staging[rank] == 0x11,
+              "a call on the second communicator wrote into the first's staging area");
+  /* an abort of a reaches rank 1's buffer of a, not of b */
+  char byte = 0;
+  if (rank == 0) {
+    CHILD_CHECK(rep, rank, 8, collgen_comm_abort(a) == COLLGEN_OK, "abort: %s",
+                collgen_comm_last_error(a));
+    CHILD_CHECK(rep, rank, 8, write(pipe_w, "a", 1) == 1, "pipe");
+  } else {
+    CHILD_CHECK(rep, rank, 8, read(pipe_r, &byte, 1) == 1, "pipe");
+  }
+  const collgen__signal *own_a = (const collgen__signal *)(uintptr_t)a->signal[rank];
+  const collgen__signal *own_b = (const collgen__signal *)(uintptr_t)b->signal[rank];
+  CHILD_CHECK(rep, rank, 9, own_a->abort_flag != 0 && own_a->ll_epoch[0] == COLLGEN_ABORT_MARK,
+              "the abort did not mark this rank's buffer of the aborted communicator");
+  CHILD_CHECK(rep, rank, 10, own_b->abort_flag == 0 && own_b->ll_epoch[0] != COLLGEN_ABORT_MARK &&
+              own_b->counter[0][0] != COLLGEN_ABORT_MARK,
+              "the abort of one communicator marked the other's buffer");
+  CHILD_CHECK(rep, rank, 11, collgen_comm_check(b) == COLLGEN_OK, "the other communicator: %s",
+              collgen_comm_last_error(b));
+  staged_call(rep, b, rank, 12, s, 0x33);
+  collgen__dev_stream_destroy(a, rank, s);
+  collgen_comm_destroy(a);
+  CHILD_CHECK(rep, rank, 13, collgen__dev_stream_create(b, rank, &s) == COLLGEN_OK, "stream");
+  staged_call(rep, b, rank, 14, s, 0x44);
+  collgen__dev_stream_destroy(b, rank, s);
+  collgen_comm_destroy(b);
+  CHILD_CHECK(rep, rank, 15, stats->vmm_handles == handles,
+              "destroying both left %ld VMM handles", stats->vmm_handles - handles);
+  _exit(0);
+}
+
+Test(rank_hostpath, two_communicators_in_the_same_processes_stay_apart) {
+  run_two(two_comms_child);
+}
 
 /* A rank that never comes: the other gets COLLGEN_ERR_TIMEOUT naming it,
 ** within the bound. */
