@@ -573,6 +573,35 @@ static rank_report *report_new(void) {
   return rep;
 }
 
+/* Waits for the n forked ranks pids[0..n-1]; each must exit 0 (else its
+** report says why). */
+static void wait_ranks(const pid_t *pids, int n, const rank_report *rep) {
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    cr_assert_eq(waitpid(pids[r], &status, 0), pids[r]);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%d processes: rank %d: %s", n, r,
+              rep->failed[r] ? rep->why[r] : "died");
+  }
+}
+
+/* Rank 1 of x's communicator never calls and aborts it after 300 ms;
+** rank 0's call on it must end with COLLGEN_ERR_ABORTED within 2 s of
+** that. Returns how long rank 0's call took (0 on rank 1). */
+static double abort_round(rank_ctx *x) {
+  double ms = 0;
+  if (x->rank == 1) {
+    usleep(300 * 1000);
+    RANK_CHECK(x->rep, 1, collgen_comm_abort(x->c) == COLLGEN_OK, "abort: %s",
+               collgen_comm_last_error(x->c));
+    return 0;
+  }
+  int rc = timed_call(x, &ms);
+  RANK_CHECK(x->rep, 0, rc == COLLGEN_ERR_ABORTED, "call on the aborted communicator: %s: %s",
+             collgen_status_name(rc), collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, 0, ms < 300 + 2000, "the kernel ended %.0f ms after the call", ms);
+  return ms;
+}
+
 typedef void (*rank_child_fn)(rank_report *rep, const collgen_unique_id_t *id, int nranks,
                               int rank, uint64_t seed);
 
@@ -588,12 +617,7 @@ static void run_ranks(int nranks, rank_child_fn child) {
     pids[r] = fork();
     if (pids[r] == 0) child(rep, &id, nranks, r, seed);
   }
-  for (int r = 0; r < nranks; ++r) {
-    int status = 0;
-    cr_assert_eq(waitpid(pids[r], &status, 0), pids[r]);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%d processes: rank %d: %s", nranks,
-              r, rep->failed[r] ? rep->why[r] : "died");
-  }
+  wait_ranks(pids, nranks, rep);
   for (int r = 1; r < nranks; ++r)
     for (int k = 0; k < HASH_SLOTS; ++k)
       cr_expect_eq(rep->hash[r][k], rep->hash[0][k], "%d processes: norm output %d of rank %d "
@@ -706,7 +730,7 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
 
 /* Two communicators in the same two processes stay apart (issue 12):
 ** calls on both, interleaved, give exact results; an abort of the first
-** ends rank 0's call on it (rank 1 never calls on it) while the second's
+** ends rank 0's call on it (abort_round) while the second's
 ** calls stay exact and its check stays clean; the second still works after
 ** the first is destroyed. Not yet run on a GPU (session 6 wrote it after
 ** the device time was spent; its host-path twin runs in CI). */
@@ -729,16 +753,7 @@ Test(rank, two_communicators_in_the_same_processes_stay_apart, .timeout = 300) {
     }
     fused_round(&a, COLLGEN_DTYPE_BF16, 8, 8192, 1, seed + 50, 0);
     fused_round(&b, COLLGEN_DTYPE_BF16, 8, 8192, 0, seed + 51, 1);
-    if (rank == 1) {
-      usleep(300 * 1000);
-      RANK_CHECK(rep, 1, collgen_comm_abort(a.c) == COLLGEN_OK, "abort: %s",
-                 collgen_comm_last_error(a.c));
-    } else {
-      double ms = 0;
-      int rc = timed_call(&a, &ms);
-      RANK_CHECK(rep, 0, rc == COLLGEN_ERR_ABORTED, "call on the aborted communicator: %s: %s",
-                 collgen_status_name(rc), collgen_comm_last_error(a.c));
-    }
+    abort_round(&a);
     RANK_CHECK(rep, rank, collgen_comm_check(b.c) == COLLGEN_OK,
                "the other communicator after the abort: %s", collgen_comm_last_error(b.c));
     rank_round(&b, COLLGEN_DTYPE_BF16, 4097, 0, seed + 60, NULL);
@@ -749,12 +764,7 @@ Test(rank, two_communicators_in_the_same_processes_stay_apart, .timeout = 300) {
     rank_close(&b);
     _exit(0);
   }
-  for (int r = 0; r < 2; ++r) {
-    int status = 0;
-    cr_assert_eq(waitpid(pids[r], &status, 0), pids[r]);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: %s", r,
-              rep->failed[r] ? rep->why[r] : "died");
-  }
+  wait_ranks(pids, 2, rep);
   for (int k = 0; k < 3; ++k)
     cr_expect_eq(rep->hash[1][k], rep->hash[0][k], "fused output %d differs between the ranks", k);
   munmap(rep, sizeof *rep);
@@ -774,26 +784,12 @@ Test(rank, an_abort_in_one_process_stops_the_other, .timeout = 120) {
     if (pids[rank] != 0) continue;
     rank_ctx x;
     rank_open(&x, rep, &id, 2, rank, 60000);
-    if (rank == 1) {
-      usleep(300 * 1000);
-      RANK_CHECK(rep, 1, collgen_comm_abort(x.c) == COLLGEN_OK, "abort: %s",
-                 collgen_comm_last_error(x.c));
-    } else {
-      double ms = 0;
-      int rc = timed_call(&x, &ms);
-      RANK_CHECK(rep, 0, rc == COLLGEN_ERR_ABORTED, "check: %s: %s", collgen_status_name(rc),
-                 collgen_comm_last_error(x.c));
-      RANK_CHECK(rep, 0, ms < 300 + 2000, "the kernel ended %.0f ms after the call", ms);
+    const double ms = abort_round(&x);
+    if (rank == 0)
       fprintf(stderr, "rank: the peer's abort ended this rank's call after %.1f ms\n", ms);
-    }
     rank_close(&x);
     _exit(0);
   }
-  for (int r = 0; r < 2; ++r) {
-    int status = 0;
-    cr_assert_eq(waitpid(pids[r], &status, 0), pids[r]);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: %s", r,
-              rep->failed[r] ? rep->why[r] : "died");
-  }
+  wait_ranks(pids, 2, rep);
   munmap(rep, sizeof *rep);
 }

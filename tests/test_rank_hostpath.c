@@ -115,23 +115,31 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
 
 Test(rank_hostpath, two_processes_create_map_stage_and_destroy) { run_two(two_ranks_child); }
 
+/* Rank 0 aborts c and tells rank 1 through the pipe; then this rank's
+** signal buffer of c must hold the mark (on rank 1 written by the other
+** process, through its mapping). `step` numbers the checks. */
+static void abort_across(report_t *rep, collgen_comm_t *c, int rank, int step, int pipe_w,
+                         int pipe_r) {
+  char byte = 0;
+  if (rank == 0) {
+    CHILD_CHECK(rep, rank, step, collgen_comm_abort(c) == COLLGEN_OK, "abort: %s",
+                collgen_comm_last_error(c));
+    CHILD_CHECK(rep, rank, step, write(pipe_w, "a", 1) == 1, "pipe");
+  } else {
+    CHILD_CHECK(rep, rank, step, read(pipe_r, &byte, 1) == 1, "pipe");
+  }
+  const collgen__signal *own = (const collgen__signal *)(uintptr_t)c->signal[rank];
+  CHILD_CHECK(rep, rank, step + 1, own->counter[0][0] == COLLGEN_ABORT_MARK &&
+              own->ll_epoch[0] == COLLGEN_ABORT_MARK && own->abort_flag != 0,
+              "this rank's buffer was not marked by the abort");
+}
+
 /* An abort in one process overwrites the other process's signal buffer
 ** too (through its mapping), so that process's kernels would stop. */
 static void abort_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
                         int pipe_r) {
   collgen_comm_t *c = child_comm(rep, id, 2, rank);
-  char byte = 0;
-  if (rank == 0) {
-    CHILD_CHECK(rep, rank, 2, collgen_comm_abort(c) == COLLGEN_OK, "abort: %s",
-                collgen_comm_last_error(c));
-    CHILD_CHECK(rep, rank, 3, write(pipe_w, "a", 1) == 1, "pipe");
-  } else {
-    CHILD_CHECK(rep, rank, 2, read(pipe_r, &byte, 1) == 1, "pipe");
-    const collgen__signal *own = (const collgen__signal *)(uintptr_t)c->signal[rank];
-    CHILD_CHECK(rep, rank, 3, own->counter[0][0] == COLLGEN_ABORT_MARK &&
-                own->ll_epoch[0] == COLLGEN_ABORT_MARK && own->abort_flag != 0,
-                "this rank's buffer was not marked by the other process's abort");
-  }
+  abort_across(rep, c, rank, 2, pipe_w, pipe_r);
   collgen_comm_destroy(c);
   _exit(0);
 }
@@ -182,19 +190,9 @@ static void two_comms_child(report_t *rep, const collgen_unique_id_t *id, int ra
   staged_call(rep, b, rank, 6, s, 0x22);
   CHILD_CHECK(rep, rank, 7, *(const unsigned char *)(uintptr_t)a->staging[rank] == 0x11,
               "a call on the second communicator wrote into the first's staging area");
-  /* an abort of a reaches rank 1's buffer of a, not of b */
-  char byte = 0;
-  if (rank == 0) {
-    CHILD_CHECK(rep, rank, 8, collgen_comm_abort(a) == COLLGEN_OK, "abort: %s",
-                collgen_comm_last_error(a));
-    CHILD_CHECK(rep, rank, 8, write(pipe_w, "a", 1) == 1, "pipe");
-  } else {
-    CHILD_CHECK(rep, rank, 8, read(pipe_r, &byte, 1) == 1, "pipe");
-  }
-  const collgen__signal *own_a = (const collgen__signal *)(uintptr_t)a->signal[rank];
+  /* an abort of a reaches both ranks' buffers of a, not of b */
+  abort_across(rep, a, rank, 8, pipe_w, pipe_r);
   const collgen__signal *own_b = (const collgen__signal *)(uintptr_t)b->signal[rank];
-  CHILD_CHECK(rep, rank, 9, own_a->abort_flag != 0 && own_a->ll_epoch[0] == COLLGEN_ABORT_MARK,
-              "the abort did not mark this rank's buffer of the aborted communicator");
   CHILD_CHECK(rep, rank, 10, own_b->abort_flag == 0 && own_b->ll_epoch[0] != COLLGEN_ABORT_MARK &&
               own_b->counter[0][0] != COLLGEN_ABORT_MARK,
               "the abort of one communicator marked the other's buffer");
