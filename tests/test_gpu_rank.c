@@ -52,6 +52,11 @@ typedef struct {
     }                                                                           \
   } while (0)
 
+/* RANK_CHECK of a device step of rank x (upload, poison, download, sync):
+** the message adds the communicator's last error (the CUDA call that failed). */
+#define DEV_CHECK(x, cond, what)                                                \
+  RANK_CHECK((x)->rep, (x)->rank, cond, "%s: %s", what, collgen_comm_last_error((x)->c))
+
 /* How the forked ranks route (set by a test before it forks them). */
 typedef enum {
   ROUTE_AUTO,        /* no setting: auto, which picks P2P on this host */
@@ -111,10 +116,10 @@ static void rank_round(rank_ctx *x, collgen_dtype_t dt, int64_t n, int inplace, 
   const size_t bytes = (size_t)n * (size_t)collgen__dtype_bytes(dt);
   make_inputs(dt, n, x->nranks, seed, x->host);
   void *out = inplace ? x->in : x->out;
-  RANK_CHECK(x->rep, x->rank, collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) ==
-             COLLGEN_OK, "upload: %s", collgen_comm_last_error(x->c));
-  if (!inplace) RANK_CHECK(x->rep, x->rank, collgen__dev_fill(x->c, x->rank, out, 0xff, bytes) ==
-                           COLLGEN_OK, "poison: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) ==
+            COLLGEN_OK, "upload");
+  if (!inplace) DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, out, 0xff, bytes) ==
+                          COLLGEN_OK, "poison");
   if (replay) {
     RANK_CHECK(x->rep, x->rank, collgen__cu.cuGraphLaunch(replay, (CUstream)x->s) == CUDA_SUCCESS,
                "graph launch");
@@ -123,13 +128,11 @@ static void rank_round(rank_ctx *x, collgen_dtype_t dt, int64_t n, int inplace, 
     RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "dtype %d n %lld: %s", (int)dt, (long long)n,
                collgen_comm_last_error(x->c));
   }
-  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS,
-             "sync: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS, "sync");
   RANK_CHECK(x->rep, x->rank, collgen_comm_check(x->c) == COLLGEN_OK, "check: %s",
              collgen_comm_last_error(x->c));
   collgen__ref_allreduce(dt, n, x->nranks, (const void *const *)x->host, x->want);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, out, bytes) == COLLGEN_OK,
-             "download: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, out, bytes) == COLLGEN_OK, "download");
   if (memcmp(x->got, x->want, bytes) != 0) {
     int64_t i = 0;
     const int es = collgen__dtype_bytes(dt);
@@ -179,17 +182,17 @@ static void fused_inputs(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t 
   *gamma = malloc((size_t)cols * es);
   collgen__ref_fill_random(dt, *res_in, rows * cols, &state);
   collgen__ref_fill_random(dt, *gamma, cols, &state);
-  RANK_CHECK(x->rep, x->rank,
-             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK &&
-             collgen__dev_upload(x->c, x->rank, x->aux[0], *res_in, bytes) == COLLGEN_OK &&
-             collgen__dev_upload(x->c, x->rank, x->aux[2], *gamma, (size_t)cols * es) == COLLGEN_OK,
-             "upload: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x,
+            collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK &&
+            collgen__dev_upload(x->c, x->rank, x->aux[0], *res_in, bytes) == COLLGEN_OK &&
+            collgen__dev_upload(x->c, x->rank, x->aux[2], *gamma, (size_t)cols * es) == COLLGEN_OK,
+            "upload");
 }
 
 /* Waits for rank x's stream and checks its communicator. */
 static void rank_sync(rank_ctx *x) {
-  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
-             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
+            collgen_comm_check(x->c) == COLLGEN_OK, "sync");
 }
 
 /* One checked fused call (rows x cols, inputs from fused_inputs), in place
@@ -216,10 +219,10 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
     free(sum);
   }
   void *d_res_in = x->aux[0], *d_res_out = inplace ? d_res_in : x->aux[1], *d_gamma = x->aux[2];
-  RANK_CHECK(x->rep, x->rank,
-             collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes) == COLLGEN_OK &&
-             (inplace || collgen__dev_fill(x->c, x->rank, d_res_out, 0xff, bytes) == COLLGEN_OK),
-             "poison: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x,
+            collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes) == COLLGEN_OK &&
+            (inplace || collgen__dev_fill(x->c, x->rank, d_res_out, 0xff, bytes) == COLLGEN_OK),
+            "poison");
   int64_t shape[2] = {rows, cols};
   int rc = x->replay ? graph_replay(x)
                      : collgen_rank_allreduce_residual_rmsnorm(x->c, dt, 2, shape, x->in, d_res_in,
@@ -228,14 +231,14 @@ static void fused_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t c
   RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "fused %lld x %lld%s: %s", (long long)rows,
              (long long)cols, x->replay ? " (graph)" : "", collgen_comm_last_error(x->c));
   rank_sync(x);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, d_res_out, bytes) ==
-             COLLGEN_OK, "download: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, d_res_out, bytes) ==
+            COLLGEN_OK, "download");
   RANK_CHECK(x->rep, x->rank, memcmp(x->got, ref_res, bytes) == 0,
              "fused dtype %d %lld x %lld inplace %d: residual_out differs from the reference",
              (int)dt, (long long)rows, (long long)cols, inplace);
   x->rep->hash[x->rank][slot] = fnv(x->got, bytes);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out, bytes) ==
-             COLLGEN_OK, "download: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out, bytes) ==
+            COLLGEN_OK, "download");
   check_normed(x, dt, rows, cols, ref_res, gamma, w, "fused");
   x->rep->hash[x->rank][slot] ^= fnv(x->got, bytes) * 3;
   free(res_in);
@@ -259,8 +262,9 @@ static void fp8_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t col
   uint8_t *q = (uint8_t *)x->got;
   float *scales = (float *)((char *)x->got + (codes + 255) / 256 * 256);
   float *d_scales = (float *)(void *)((char *)x->out + (codes + 255) / 256 * 256);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_fill(x->c, x->rank, x->out, 0xff, codes + 4096 +
-                                                (size_t)rows * sizeof(float)) == COLLGEN_OK, "poison: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->out, 0xff,
+                                 codes + 4096 + (size_t)rows * sizeof(float)) == COLLGEN_OK,
+            "poison");
   int64_t shape[2] = {rows, cols};
   int rc = collgen_rank_allreduce_residual_rmsnorm_fp8(
       x->c, dt, 2, shape, x->in, x->aux[0], x->out, dyn ? d_scales : NULL, x->aux[0], x->aux[2],
@@ -272,10 +276,10 @@ static void fp8_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t col
              COLLGEN_OK && memcmp(x->want, ref_res, bytes) == 0,
              "fp8 dtype %d %lld x %lld: residual_out differs from the reference", (int)dt,
              (long long)rows, (long long)cols);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out,
-                                                    (size_t)((char *)scales - (char *)q) +
-                                                        (size_t)rows * sizeof(float)) == COLLGEN_OK,
-             "download: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out,
+                                     (size_t)((char *)scales - (char *)q) +
+                                         (size_t)rows * sizeof(float)) == COLLGEN_OK,
+            "download");
   for (int64_t row = 0; row < rows; ++row) {
     int64_t col = 0;
     RANK_CHECK(x->rep, x->rank,
@@ -321,24 +325,24 @@ static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t
   collgen__ref_allgather_rmsnorm(dt, x->nranks, rows, cols, (const void *const *)x->host, gamma,
                                  1e-5f, w, x->want, ref_res);
   const size_t out_bytes = (size_t)(total * cols) * es;
-  RANK_CHECK(x->rep, x->rank,
-             collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank],
-                                 (size_t)(rows[x->rank] * cols) * es) == COLLGEN_OK &&
-             collgen__dev_upload(x->c, x->rank, x->aux[2], gamma, (size_t)cols * es) == COLLGEN_OK &&
-             collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_bytes) == COLLGEN_OK &&
-             collgen__dev_fill(x->c, x->rank, x->aux[1], 0xff, out_bytes) == COLLGEN_OK, "upload: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x,
+            collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank],
+                                (size_t)(rows[x->rank] * cols) * es) == COLLGEN_OK &&
+            collgen__dev_upload(x->c, x->rank, x->aux[2], gamma, (size_t)cols * es) == COLLGEN_OK &&
+            collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_bytes) == COLLGEN_OK &&
+            collgen__dev_fill(x->c, x->rank, x->aux[1], 0xff, out_bytes) == COLLGEN_OK, "upload");
   int rc = x->replay ? graph_replay(x)
                      : collgen_rank_allgather_rmsnorm(x->c, dt, 2, shapes, x->in, x->out, x->aux[1],
                                                       x->aux[2], 1e-5f, w, 0, x->s);
   RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "allgather_rmsnorm%s: %s",
              x->replay ? " (graph)" : "", collgen_comm_last_error(x->c));
-  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
-             collgen_comm_check(x->c) == COLLGEN_OK, "sync: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS &&
+            collgen_comm_check(x->c) == COLLGEN_OK, "sync");
   RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->aux[1], out_bytes) ==
              COLLGEN_OK && memcmp(x->got, ref_res, out_bytes) == 0,
              "allgather_rmsnorm dtype %d cols %lld: gathered residual differs", (int)dt, (long long)cols);
-  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, x->got, x->out, out_bytes) ==
-             COLLGEN_OK, "download: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out, out_bytes) ==
+            COLLGEN_OK, "download");
   check_normed(x, dt, total, cols, ref_res, gamma, w, "allgather_rmsnorm");
   x->rep->hash[x->rank][slot] = fnv(x->got, out_bytes);
   free(gamma);
@@ -559,8 +563,7 @@ static int timed_call(rank_ctx *x, double *ms) {
   double t0 = collgen__now_ms();
   int rc = collgen_rank_allreduce_sum(x->c, COLLGEN_DTYPE_BF16, 1, &n, x->in, x->out, 0, x->s);
   RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(x->c));
-  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS,
-             "sync: %s", collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS, "sync");
   *ms = collgen__now_ms() - t0;
   return collgen_comm_check(x->c);
 }
