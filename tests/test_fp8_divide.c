@@ -16,19 +16,34 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dtype_convert.h"
 #include "test_util.h"
 
+/* The kernel's bounds (rmsnorm.cuh.tpl, make_divider and divide): divisors
+** whose magnitude lies in [FAST_MIN, FAST_MAX] take the reciprocal path, and
+** there quotients q0 in (Q0_ZERO, Q0_SATURATED) get the residual step. */
+#define FAST_MIN 0x1p-64f
+#define FAST_MAX 0x1p64f
+#define Q0_ZERO 0x1p-20f
+#define Q0_SATURATED 0x1p13f
+
+/* q + r * (y - q * s), with the kernel's two FMAs. */
+static float residual_step(float y, float s, float r, float q) {
+  return fmaf(fmaf(-q, s, y), r, q);
+}
+
 /* The kernel's divide(make_divider(s), y), step for step. */
 static float kernel_divide(float y, float s) {
   const float a = fabsf(s);
-  if (!(a >= 0x1p-100f && a <= 0x1p100f)) return y / s;
+  if (!(a >= FAST_MIN && a <= FAST_MAX)) return y / s;
   const float r = 1.0f / s;
   const float q0 = y * r, aq = fabsf(q0);
-  if (!(aq > 0x1p-20f && aq < 0x1p13f)) return q0;
-  return fmaf(fmaf(-q0, s, y), r, q0);
+  if (!(aq > Q0_ZERO && aq < Q0_SATURATED)) return q0;
+  const float q1 = residual_step(y, s, r, q0);
+  return residual_step(y, s, r, q1);
 }
 
 static uint32_t bits(float f) {
@@ -68,6 +83,69 @@ Test(fp8_divide, random_pairs_round_like_division) {
   cr_expect_eq(bits_off, 0, "%d quotients differ from division's", bits_off);
 }
 
+/* The last residual step makes the quotient exact (Markstein) only if its
+** residual y - q1 * s is a float exactly, which needs q1 within one unit of
+** y / s (the first step's job) and no bit of the residual below f32's last
+** subnormal bit. That is hardest where the fast path ends: the smallest
+** divisors with the smallest quotients (the smallest y), and the largest
+** divisors; and for quotients next to a midpoint between two floats, where
+** rounding is closest. q1 * s has at most 48 significant bits, so
+** y - q1 * s is exact in double and the float FMA must give the same number. */
+static void check_residual(float y, float s, int *inexact, int *codes_off, int *bits_off) {
+  const float r = 1.0f / s, q0 = y * r;
+  if (!(fabsf(q0) > Q0_ZERO && fabsf(q0) < Q0_SATURATED)) return;
+  const float q1 = residual_step(y, s, r, q0);
+  if ((double)fmaf(-q1, s, y) != (double)y - (double)q1 * (double)s) ++*inexact;
+  *codes_off += check_pair(y, s, bits_off);
+}
+
+Test(fp8_divide, last_residual_is_exact_at_the_ends_of_the_fast_path) {
+  int inexact = 0, codes_off = 0, bits_off = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const float ends[] = {FAST_MIN, FAST_MAX * 0x1p-4f};
+    const float s = ends[i & 1] * ldexpf(fabsf(random_float(0, 0)), (int)(tu_rand() % 4));
+    /* quotients from just inside Q0_ZERO up to just below Q0_SATURATED */
+    const float t = ldexpf(fabsf(random_float(0, 0)), (int)(tu_rand() % 33) - 20);
+    check_residual((tu_rand() & 1) ? -(t * s) : t * s, s, &inexact, &codes_off, &bits_off);
+  }
+  cr_expect_eq(inexact, 0, "%d residuals are not exact", inexact);
+  cr_expect_eq(codes_off, 0, "%d codes differ from division's", codes_off);
+  cr_expect_eq(bits_off, 0, "%d quotients differ from division's", bits_off);
+}
+
+/* y / s within a few units of the midpoint between two floats: the product
+** of a random midpoint and s, and its neighbours. One residual step leaves
+** the residual inexact for a few percent of these pairs; two must not. */
+Test(fp8_divide, quotients_next_to_float_midpoints_round_like_division) {
+  int inexact = 0, codes_off = 0, bits_off = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    const float s = random_float(-60, 60);
+    const float f = fabsf(random_float(-12, 8));
+    const double mid = (double)f + 0.5 * ((double)nextafterf(f, INFINITY) - (double)f);
+    float y = (float)(mid * (double)s);
+    for (int step = (int)(tu_rand() % 5) - 2; step != 0; step += step > 0 ? -1 : 1)
+      y = nextafterf(y, step > 0 ? INFINITY : 0.0f);
+    check_residual(y, s, &inexact, &codes_off, &bits_off);
+  }
+  cr_expect_eq(inexact, 0, "%d residuals are not exact", inexact);
+  cr_expect_eq(codes_off, 0, "%d codes differ from division's", codes_off);
+  cr_expect_eq(bits_off, 0, "%d quotients differ from division's", bits_off);
+}
+
+/* Pairs that came out one unit off when the fast path began at 2^-100
+** (the first CI failure, found by random_pairs_round_like_division). */
+Test(fp8_divide, small_dividends_round_like_division) {
+  const float pairs[][2] = {{0x1.2663bap-108f, -0x1.85d4eap-100f},
+                            {-0x1.a6a96cp-111f, 0x1.fffe8p-100f},
+                            {-0x1.0005fcp-107f, 0x1.6ce7f4p-100f},
+                            {-0x1.897b94p-109f, 0x1.000036p-98f}};
+  for (size_t i = 0; i < sizeof pairs / sizeof *pairs; ++i) {
+    const float y = pairs[i][0], s = pairs[i][1];
+    cr_expect_eq(bits(kernel_divide(y, s)), bits(y / s), "%a / %a: %a, division gives %a",
+                 (double)y, (double)s, (double)kernel_divide(y, s), (double)(y / s));
+  }
+}
+
 /* y = t * s for t on or next to the midpoint between two e4m3 values, where
 ** a quotient one unit off would round to the other code. */
 Test(fp8_divide, e4m3_rounding_ties_round_like_division) {
@@ -94,7 +172,7 @@ Test(fp8_divide, e4m3_rounding_ties_round_like_division) {
 Test(fp8_divide, zeros_infinities_and_nan_match_division) {
   const float ys[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-149f, -0x1p-149f, 0x1p127f,
                       -0x1p127f, 3.0e38f};
-  const float ss[] = {1.0f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p-126f, 0x1p-149f,
+  const float ss[] = {1.0f, FAST_MIN, FAST_MAX, FAST_MIN * 0.5f, FAST_MAX * 2.0f, 0x1p-126f, 0x1p-149f,
                       3.0e38f, 1.0f / 448.0f, 7.0f};
   for (size_t i = 0; i < sizeof ys / sizeof *ys; ++i)
     for (size_t j = 0; j < sizeof ss / sizeof *ss; ++j) {

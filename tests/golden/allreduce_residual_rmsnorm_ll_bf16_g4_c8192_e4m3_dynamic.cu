@@ -473,21 +473,27 @@ __device__ __forceinline__ void write_normed(const collgen_kparams &p, unsigned 
 // so the CPU reference gets the same bytes from the same y.
 //
 // The divisor is one value per row, so the division is a reciprocal per row
-// and three instructions per element (Markstein): q0 = y * r with
-// r = 1 / divisor, then q = q0 + r * (y - q0 * divisor), an FMA residual
-// step that makes q the correctly rounded quotient. That holds while the
-// divisor and y are far from the ends of the f32 range; so the fast path is
-// taken only for divisors in [2^-100, 2^100], and only for |q0| in
-// (2^-20, 2^13): below, the code is a signed zero; above, +-448 or NaN,
-// from q0 alone. tests/test_fp8_divide.c checks this against division.
+// r = RN(1 / divisor) and five instructions per element: q0 = RN(y * r),
+// then two FMA residual steps q' = q + r * (y - q * divisor). The first
+// brings q0 (up to about 1.5 units off) within one unit of y / divisor; then
+// the residual is a float exactly and the second step gives the correctly
+// rounded quotient (Markstein's theorem: r within half a unit of
+// 1 / divisor, q within one unit, exact residual). The residual is exact
+// only away from the bottom of the f32 range, so the fast path is taken
+// only for divisors in [2^-64, 2^64], and only for |q0| in (2^-20, 2^13):
+// below, the code is a signed zero; above, +-448 or NaN, from q0 alone.
+// Then |y| >= 2^-84 and the residual, a multiple of ulp(q) * ulp(divisor)
+// >= 2^-43 * 2^-87, has no bit below 2^-130, above f32's last bit 2^-149
+// (with 2^-100 as the bound, pairs like y = 2^-108, divisor = 2^-100 came
+// out one unit off). tests/test_fp8_divide.c checks all of this on the CPU.
 struct e4m3_divider {
   float divisor, r;  // r = 1 / divisor, rounded to nearest
-  bool fast;         // divisor in [2^-100, 2^100]: the reciprocal path is exact
+  bool fast;         // divisor in [2^-64, 2^64]: the reciprocal path is exact
 };
 
 __device__ __forceinline__ e4m3_divider make_divider(float divisor) {
   const float a = fabsf(divisor);
-  return {divisor, __frcp_rn(divisor), a >= 0x1p-100f && a <= 0x1p100f};
+  return {divisor, __frcp_rn(divisor), a >= 0x1p-64f && a <= 0x1p64f};
 }
 
 // RN(y / d.divisor), bit for bit.
@@ -495,7 +501,8 @@ __device__ __forceinline__ float divide(const e4m3_divider &d, float y) {
   if (!d.fast) return __fdiv_rn(y, d.divisor);
   const float q0 = __fmul_rn(y, d.r), a = fabsf(q0);
   if (!(a > 0x1p-20f && a < 0x1p13f)) return q0;
-  return __fmaf_rn(__fmaf_rn(-q0, d.divisor, y), d.r, q0);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q0, d.divisor, y), d.r, q0);
+  return __fmaf_rn(__fmaf_rn(-q1, d.divisor, y), d.r, q1);
 }
 
 // Two codes: e4m3(lo) in the low byte, e4m3(hi) in the high byte (sm_89+).
