@@ -66,10 +66,7 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   }
   kp->normed = (void *)call->buffers[ROLE_NORMED][r];
   kp->residual = (void *)call->buffers[ROLE_RESIDUAL][r];
-  kp->gamma = call->buffers[ROLE_GAMMA][r];
-  kp->count = (unsigned long long)g->shape.rows;
-  kp->eps = call->eps;
-  kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset); /* as the dtype holds it */
+  collgen__norm_params(call, g, r, ROLE_GAMMA, kp);
 }
 
 /* One process per GPU: the barrier kernels read every shard from its

@@ -110,10 +110,7 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   kp->normed = (void *)call->buffers[normed][r];
   if (call->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_ROW_SCALES][r];
   kp->static_scale = call->static_scale;
-  kp->gamma = call->buffers[ROLE_GAMMA][r];
-  kp->count = (unsigned long long)g->shape.rows;
-  kp->eps = call->eps;
-  kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset); /* as the dtype holds it */
+  collgen__norm_params(call, g, r, ROLE_GAMMA, kp);
 }
 
 /* One process per GPU: one-shot and row split read every rank's x from its

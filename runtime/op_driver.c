@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 
@@ -78,6 +79,14 @@ int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call) {
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "eps must be finite and >= 0, weight_offset finite");
   return COLLGEN_OK;
+}
+
+void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
+                          int gamma_role, collgen__kparams *kp) {
+  kp->gamma = call->buffers[gamma_role][r];
+  kp->count = (unsigned long long)g->shape.rows;
+  kp->eps = call->eps;
+  kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset);
 }
 
 int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,

@@ -161,6 +161,12 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 ** finite. */
 int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
 
+/* The RMSNorm parameters of rank r's kernel: gamma (rank r's buffer of role
+** gamma_role), the row count of group g's shape, eps, and weight_offset as
+** the dtype holds it (the kernels add it in the dtype's precision). */
+void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
+                          int gamma_role, collgen__kparams *kp);
+
 /* COLLGEN_ERR_UNSUPPORTED (with c->err) when a rank's arch lacks what FP8
 ** output mode `fp8` needs (catalog: COLLGEN_FP8_MAP), INVALID_ARG for an
 ** unknown mode; COLLGEN_OK for COLLGEN_FP8_NONE and any arch. */
