@@ -35,15 +35,26 @@ static float residual_step(float y, float s, float r, float q) {
   return fmaf(fmaf(-q, s, y), r, q);
 }
 
+/* The kernel's divide(make_divider(s), y) up to its last step: returns 1
+** with *r = 1 / s and *q = q1 (the first residual step) when (y, s) takes
+** the residual steps; else 0 with *q the kernel's result. */
+static int first_steps(float y, float s, float *r, float *q) {
+  const float a = fabsf(s);
+  if (!(a >= FAST_MIN && a <= FAST_MAX)) {
+    *q = y / s;
+    return 0;
+  }
+  *r = 1.0f / s;
+  const float q0 = y * *r;
+  const int steps = fabsf(q0) > Q0_ZERO && fabsf(q0) < Q0_SATURATED;
+  *q = steps ? residual_step(y, s, *r, q0) : q0;
+  return steps;
+}
+
 /* The kernel's divide(make_divider(s), y), step for step. */
 static float kernel_divide(float y, float s) {
-  const float a = fabsf(s);
-  if (!(a >= FAST_MIN && a <= FAST_MAX)) return y / s;
-  const float r = 1.0f / s;
-  const float q0 = y * r, aq = fabsf(q0);
-  if (!(aq > Q0_ZERO && aq < Q0_SATURATED)) return q0;
-  const float q1 = residual_step(y, s, r, q0);
-  return residual_step(y, s, r, q1);
+  float r = 0.0f, q = 0.0f;
+  return first_steps(y, s, &r, &q) ? residual_step(y, s, r, q) : q;
 }
 
 static uint32_t bits(float f) {
@@ -92,9 +103,8 @@ Test(fp8_divide, random_pairs_round_like_division) {
 ** rounding is closest. q1 * s has at most 48 significant bits, so
 ** y - q1 * s is exact in double and the float FMA must give the same number. */
 static void check_residual(float y, float s, int *inexact, int *codes_off, int *bits_off) {
-  const float r = 1.0f / s, q0 = y * r;
-  if (!(fabsf(q0) > Q0_ZERO && fabsf(q0) < Q0_SATURATED)) return;
-  const float q1 = residual_step(y, s, r, q0);
+  float r = 0.0f, q1 = 0.0f;
+  if (!first_steps(y, s, &r, &q1)) return;
   if ((double)fmaf(-q1, s, y) != (double)y - (double)q1 * (double)s) ++*inexact;
   *codes_off += check_pair(y, s, bits_off);
 }
