@@ -722,12 +722,8 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
   int status = 0;
   cr_assert_eq(waitpid(victim, &status, 0), victim);
   cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the victim did not die by SIGKILL");
-  for (int k = 0; k < 2; ++k) {
-    pid_t p = k == 0 ? survivor : fresh;
-    cr_assert_eq(waitpid(p, &status, 0), p);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %s",
-              k == 0 ? "survivor" : "fresh peer", rep->failed[k] ? rep->why[k] : "died");
-  }
+  const pid_t survivor_and_fresh[2] = {survivor, fresh}; /* ranks 0 and 1 of the report */
+  wait_ranks(survivor_and_fresh, 2, rep);
   munmap(rep, sizeof *rep);
 }
 
