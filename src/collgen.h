@@ -381,10 +381,18 @@ COLLGEN_API int collgen_comm_info(collgen_comm_t *comm, collgen_comm_info_t *inf
 COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);
 
 /* How one rank's kernels ended their waits, as seen from the host. */
+/* XX(NAME, value, id): OK, no wait gave up (idle, running or waiting);
+** TIMED_OUT, gave up waiting for `peer` (the bound passed); ABORTED,
+** collgen_comm_abort ran and its kernels stop. */
+#define COLLGEN_RANK_STATE_MAP(XX)                                             \
+  XX(OK, 0, ok)                                                                \
+  XX(TIMED_OUT, 1, timed_out)                                                  \
+  XX(ABORTED, 2, aborted)
+
 typedef enum {
-  COLLGEN_RANK_OK = 0,        /* no wait gave up (idle, running or waiting) */
-  COLLGEN_RANK_TIMED_OUT = 1, /* gave up waiting for `peer` (the bound passed) */
-  COLLGEN_RANK_ABORTED = 2    /* collgen_comm_abort ran: its kernels stop */
+#define COLLGEN_RANK_STATE_ENUM_ENTRY(NAME, value, id) COLLGEN_RANK_##NAME = value,
+  COLLGEN_RANK_STATE_MAP(COLLGEN_RANK_STATE_ENUM_ENTRY)
+#undef COLLGEN_RANK_STATE_ENUM_ENTRY
 } collgen_rank_state_t;
 
 typedef struct collgen_comm_health {
@@ -710,6 +718,33 @@ COLLGEN_API int collgen_comm_init_rank_callback(collgen_comm_t **comm, int nrank
                                                 collgen_allgather_fn fn, void *ctx, int rank,
                                                 int device,
                                                 const collgen_comm_options_t *options);
+
+/* ---- For language bindings ------------------------------------------ */
+
+/* The library describes itself, so that a binding (the Python package)
+** reads these facts at load time instead of copying this header. Tables,
+** each a list of (name, value, detail) entries:
+**   "status"     status codes: "INVALID_ARG", -1, 0 (the name without
+**                COLLGEN_ERR_; collgen_status_str describes the code)
+**   "op"         ops: "allreduce_sum", COLLGEN_OP_*, minimum tensor rank
+**   "dtype"      element types: "bf16", COLLGEN_DTYPE_*, bytes per element
+**   "fp8"        FP8 output modes: "dynamic", COLLGEN_FP8_*, minimum sm
+**   "transport"  transports: "auto", COLLGEN_TRANSPORT_*, 0
+**   "rank_state" rank states of collgen_comm_health: "ok", value, 0
+**   "struct"     public structs: "collgen_comm_options_t", sizeof, alignof
+**   "constant"   the numeric macros above: "MAX_DEVICES" (without COLLGEN_),
+**                value, 0
+** Returns the number of entries of `table`, or COLLGEN_ERR_INVALID_ARG
+** (a negative count) for NULL or an unknown table. Never prints. */
+COLLGEN_API int collgen_catalog_count(const char *table);
+
+/* Entry `index` (0 <= index < collgen_catalog_count(table)) of `table`:
+** *name (static storage, never freed), *value and *detail as the table
+** says; each output may be NULL when not wanted. COLLGEN_ERR_INVALID_ARG,
+** with the outputs untouched, for an unknown table or an index out of
+** range; the message is in collgen_last_error(). */
+COLLGEN_API int collgen_catalog_entry(const char *table, int index, const char **name,
+                                      int64_t *value, int64_t *detail);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,121 @@
+"""Device buffers as the package takes them: a raw device pointer (an int,
+with ``shape=`` and ``dtype=``), or any object with
+``__cuda_array_interface__`` (CuPy, Numba, PyTorch, ...).
+
+``view()`` turns either into a :class:`View` (pointer, shape, dtype name)
+and refuses, with a ``TypeError`` or ``ValueError`` naming the argument,
+what the library cannot take: a strided array, a dtype the catalog does
+not list, a shape that is not a tuple of non-negative int64 numbers.
+Numbers that go to C are range-checked here (ctypes would truncate them).
+"""
+
+import ctypes
+import operator
+
+from .catalog import DTYPES, dtype_bytes, lookup
+
+__all__ = ["View", "view", "c_int_arg", "c_int64_arg"]
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int_in(value, argument, lo, hi):
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{argument} must be an int, not {type(value).__name__}") from None
+    if isinstance(value, bool):
+        raise TypeError(f"{argument} must be an int, not bool")
+    if not lo <= v <= hi:
+        raise ValueError(f"{argument}: {v} is outside {lo}..{hi}")
+    return v
+
+
+def c_int_arg(value, argument):
+    """``value`` as a C int, or an error naming ``argument`` (never truncated)."""
+    bits = 8 * ctypes.sizeof(ctypes.c_int)
+    return _int_in(value, argument, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def c_int64_arg(value, argument):
+    """``value`` as an int64_t, or an error naming ``argument``."""
+    return _int_in(value, argument, *_INT64)
+
+
+class View:
+    """One buffer of a call: ``ptr`` (int, 0 for none), ``shape`` (tuple of
+    ints) and ``dtype`` (a catalog name, or None when unknown)."""
+
+    __slots__ = ("ptr", "shape", "dtype")
+
+    def __init__(self, ptr, shape, dtype):
+        self.ptr, self.shape, self.dtype = ptr, shape, dtype
+
+    @property
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def _shape_arg(shape, argument):
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{argument}: shape must be a tuple of ints, not "
+                        f"{type(shape).__name__}") from None
+    return tuple(_int_in(d, f"{argument}: shape[{i}]", 0, _INT64[1]) for i, d in enumerate(dims))
+
+
+def _dtype_of_typestr(typestr, argument):
+    """The catalog dtype of an array-interface typestr ('<f2' -> 'f16'), or
+    None when the typestr is no float type (bf16 has no typestr: pass dtype=)."""
+    if len(typestr) < 3 or typestr[0] not in "<|=":
+        raise ValueError(f"{argument}: typestr {typestr!r} is not little-endian")
+    kind, size = typestr[1], int(typestr[2:])
+    if kind == "f":
+        name = f"f{8 * size}"
+        return name if name in DTYPES else None
+    return None
+
+
+def view(obj, argument, dtype=None, shape=None):
+    """A View of ``obj`` (an int pointer or an array-interface object).
+
+    ``dtype`` (a catalog name) and ``shape`` are required with a raw
+    pointer. An array keeps its own shape; ``dtype`` may name its type
+    where the array interface cannot (bf16 data exposed as uint16), and
+    must then match its element size.
+    """
+    if dtype is not None:
+        lookup(DTYPES, dtype, f"{argument}: dtype")
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is None:
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise TypeError(f"{argument} must be a device pointer (int) or an object with "
+                            f"__cuda_array_interface__, not {type(obj).__name__}")
+        ptr = _int_in(obj, argument, 0, (1 << 64) - 1)
+        if shape is None:
+            raise TypeError(f"{argument}: a raw pointer needs shape=")
+        return View(ptr, _shape_arg(shape, argument), dtype)
+    dims = _shape_arg(cai["shape"], argument)
+    typestr = cai["typestr"]
+    itemsize = int(typestr[2:])
+    strides = cai.get("strides")
+    if strides is not None:
+        expect, want = itemsize, []
+        for d in reversed(dims):
+            want.append(expect)
+            expect *= d
+        if tuple(strides) != tuple(reversed(want)) and 0 not in dims:
+            raise ValueError(f"{argument}: must be contiguous (strides {tuple(strides)})")
+    name = _dtype_of_typestr(typestr, argument)
+    if dtype is not None:
+        if dtype_bytes(dtype) != itemsize:
+            raise ValueError(f"{argument}: dtype {dtype} has {dtype_bytes(dtype)}-byte elements, "
+                             f"the array {itemsize}-byte ones ({typestr})")
+        name = dtype
+    return View(int(cai["data"][0]), dims, name)

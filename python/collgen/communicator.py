@@ -1,0 +1,461 @@
+"""Communicator: the framework-neutral core of the package.
+
+Two process models, as in the C API:
+
+* ``Communicator(devices=[0, 1, ...], **options)``: one process drives
+  every GPU (``collgen_comm_create``); every buffer argument of an op is a
+  sequence with one entry per rank, and ``stream`` a sequence of CUstreams.
+* ``Communicator.init_rank(nranks, rank, unique_id, device, **options)``:
+  one process per GPU (``collgen_comm_init_rank``, or
+  ``collgen_comm_init_rank_callback`` with ``allgather=``); every buffer
+  argument is this rank's own buffer, and ``stream`` one CUstream.
+
+Buffers are device pointers (ints, with ``shape=`` and ``dtype=``) or
+objects with ``__cuda_array_interface__``; outputs are given by the caller
+(collgen.torch allocates them). Options are the fields of
+``collgen_comm_options_t`` by name. Every failure raises a
+``collgen.Error`` subclass carrying the library's message; the library
+checks every call before anything is launched.
+"""
+
+import ctypes
+import os
+import threading
+from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
+
+from ._abi import ALLGATHER_FN, CommHealth, CommInfo, CommOptions, Shape, lib
+from .buffers import c_int64_arg, c_int_arg, view
+from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, lookup
+from .errors import InvalidArgument, check, last_error
+from .unique_id import UniqueId
+
+__all__ = ["Communicator", "Registration"]
+
+_OPTION_TYPES = dict(CommOptions._fields_)
+
+
+def _ctype_range(ctype):
+    bits = 8 * ctypes.sizeof(ctype)
+    signed = ctype(-1).value < 0
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+def make_options(options):
+    """A ``collgen_comm_options_t`` from keyword options, plus the objects it
+    points to (kept alive by the caller). Unknown names raise TypeError, bad
+    values ValueError, each naming the option."""
+    o = CommOptions()
+    lib.collgen_comm_options_init(byref(o))
+    keep = []
+    for name, value in options.items():
+        if name not in _OPTION_TYPES:
+            raise TypeError(f"unknown option {name!r}; known: {', '.join(_OPTION_TYPES)}")
+        if name == "cache_dir":
+            if value is not None:
+                value = os.fsencode(value)
+                if b"\0" in value:
+                    raise ValueError("cache_dir: holds a NUL character")
+                keep.append(value)
+        elif name == "transport":
+            value = lookup(TRANSPORTS, value, "transport")
+        else:
+            if isinstance(value, bool):
+                value = int(value)
+            lo, hi = _ctype_range(_OPTION_TYPES[name])
+            try:
+                value = int(value) if isinstance(value, int) else value.__index__()
+            except AttributeError:
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+            if not lo <= value <= hi:
+                raise ValueError(f"{name}: {value} is outside {lo}..{hi}")
+        setattr(o, name, value)
+    return o, keep
+
+
+def _ptrs(values):
+    return (c_void_p * len(values))(*values)
+
+
+class Registration:
+    """A buffer registered with ``Communicator.register`` (zero copy for
+    the peers). ``deregister()`` ends it (collective)."""
+
+    def __init__(self, comm, handle, ptr, nbytes):
+        self._comm, self._handle, self.ptr, self.nbytes = comm, handle, ptr, nbytes
+
+    def deregister(self):
+        """Ends the registration on every rank (collective; bounded)."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            self._comm._registrations.discard(self)
+            self._comm._check(lib.collgen_deregister_buffer(self._comm._ptr(), handle))
+
+
+class Communicator:
+    """A collgen communicator (see the module docstring)."""
+
+    def __init__(self, devices, **options):
+        """One process driving ``devices`` (CUDA ordinals, one rank each)."""
+        try:
+            devs = [c_int_arg(d, f"devices[{i}]") for i, d in enumerate(devices)]
+        except TypeError:
+            if not hasattr(devices, "__iter__"):
+                raise TypeError("devices must be a sequence of CUDA device ordinals") from None
+            raise
+        opts, keep = make_options(options)
+        handle = c_void_p()
+        rc = lib.collgen_comm_create(byref(handle), len(devs), (c_int * max(1, len(devs)))(*devs),
+                                     byref(opts))
+        check(rc, last_error)
+        self._setup(handle, keep, nranks=len(devs), rank=None, devices=devs)
+
+    @classmethod
+    def init_rank(cls, nranks, rank, unique_id=None, device=0, *, allgather=None, **options):
+        """This process's rank of a communicator whose other ranks are other
+        processes. Pass the same ``unique_id`` (a UniqueId, its bytes or its
+        text) to every rank, or instead ``allgather``: a callable
+        ``allgather(mine: bytes) -> list of nranks bytes`` (the application's
+        own exchange, e.g. over a torch store). Collective and bounded by
+        ``timeout_ms``: a rank that never comes raises ``collgen.TimeoutError``
+        naming it."""
+        nranks = c_int_arg(nranks, "nranks")
+        rank = c_int_arg(rank, "rank")
+        device = c_int_arg(device, "device")
+        opts, keep = make_options(options)
+        handle = c_void_p()
+        if allgather is not None:
+            if unique_id is not None:
+                raise TypeError("pass unique_id or allgather, not both")
+            if not callable(allgather):
+                raise TypeError("allgather must be callable")
+            failure = []
+
+            def exchange(ctx, mine, all_out, nbytes):
+                try:
+                    parts = list(allgather(ctypes.string_at(mine, nbytes)))
+                    if len(parts) != nranks or any(len(p) != nbytes for p in parts):
+                        raise ValueError(f"allgather must return {nranks} items of {nbytes} bytes")
+                    ctypes.memmove(all_out, b"".join(bytes(p) for p in parts), nranks * nbytes)
+                    return 0
+                except BaseException as e:  # reported below; C sees a failure
+                    failure.append(e)
+                    return 1
+
+            fn = ALLGATHER_FN(exchange)
+            rc = lib.collgen_comm_init_rank_callback(byref(handle), nranks, fn, None, rank,
+                                                     device, byref(opts))
+            if rc != 0 and failure:
+                raise InvalidArgument(f"allgather raised {failure[0]!r}", rc) \
+                    if isinstance(failure[0], (TypeError, ValueError)) else failure[0]
+        else:
+            uid = _unique_id_arg(unique_id)
+            rc = lib.collgen_comm_init_rank(byref(handle), nranks, byref(uid._raw), rank, device,
+                                            byref(opts))
+        check(rc, last_error)
+        self = cls.__new__(cls)
+        self._setup(handle, keep, nranks=nranks, rank=rank, devices=[device])
+        return self
+
+    def _setup(self, handle, keep, nranks, rank, devices):
+        self._handle = handle
+        self._keep = keep
+        self._registrations = set()
+        self._lock = threading.Lock()
+        self.nranks, self.rank, self.devices = nranks, rank, list(devices)
+
+    # ---- state -------------------------------------------------------
+
+    @property
+    def is_local(self):
+        """True for one process driving every GPU (list arguments)."""
+        return self.rank is None
+
+    def _ptr(self):
+        h = self._handle
+        if h is None or not h.value:
+            raise ValueError("the communicator is closed")
+        return h
+
+    def last_error(self):
+        """The library's message of this communicator's last error."""
+        h = self._handle
+        if h is None or not h.value:
+            return last_error()
+        return (lib.collgen_comm_last_error(h) or b"").decode(errors="replace")
+
+    def _check(self, rc):
+        check(rc, self.last_error)
+
+    def close(self):
+        """Ends every registration and frees the communicator. The caller's
+        streams must be synchronized. Idempotent."""
+        with self._lock:
+            h, self._handle = getattr(self, "_handle", None), None
+        if h is not None and h.value:
+            self._registrations.clear()   # collgen_comm_destroy ends them
+            lib.collgen_comm_destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def abort(self):
+        """Stops every kernel of the communicator now (any thread); later calls
+        raise ``collgen.AbortedError``."""
+        self._check(lib.collgen_comm_abort(self._ptr()))
+
+    def check(self):
+        """Raises ``TimeoutError`` or ``AbortedError`` if a kernel gave up
+        waiting or the communicator was aborted; else returns None."""
+        self._check(lib.collgen_comm_check(self._ptr()))
+
+    def health(self):
+        """Each rank's state: a list of ``{"state": "ok" | "timed_out" |
+        "aborted", "peer": rank waited for or None}``. No CUDA call."""
+        h = CommHealth()
+        self._check(lib.collgen_comm_health(self._ptr(), byref(h)))
+        return [{"state": RANK_STATES.get(h.rank[r].state, str(h.rank[r].state)),
+                 "peer": h.rank[r].peer if h.rank[r].peer >= 0 else None}
+                for r in range(h.ndev)]
+
+    def info(self):
+        """Devices, archs, the P2P matrix and links, hosts, and each group's
+        transport per group size (``route[group_size]`` = list per group)."""
+        i = CommInfo()
+        self._check(lib.collgen_comm_info(self._ptr(), byref(i)))
+        n = i.ndev
+        names = {v: k for k, v in TRANSPORTS.items()}
+        return {
+            "nranks": n, "devices": list(i.devices[:n]),
+            "arch": [i.arch[r].value.decode() for r in range(n)],
+            "p2p": [[bool(i.p2p[a][b]) for b in range(n)] for a in range(n)],
+            "link": [[i.link[a][b].value.decode() for b in range(n)] for a in range(n)],
+            "signal_bytes_per_rank": i.signal_bytes_per_rank, "nhosts": i.nhosts,
+            "host": list(i.host[:n]),
+            "route": {s: [names[i.route[s - 1][g]] for g in range(n // s)]
+                      for s in range(1, n + 1) if n % s == 0},
+        }
+
+    def prepare(self, op, dtype, shape, *, group_size=0, inplace=False, aligned=True,
+                fp8="none"):
+        """Loads, on every rank, the kernel calls of ``op`` with this
+        ``dtype`` and ``shape`` need, so that the first such call loads
+        nothing (load while the GPUs are idle: loading waits for them).
+        ``shape``: the tensor shape of a call (for all_gather_rmsnorm, the
+        gathered output)."""
+        s = Shape()
+        s.op = lookup(OPS, op, "op")
+        s.dtype = lookup(DTYPES, dtype, "dtype")
+        s.fp8 = lookup(FP8_MODES, fp8, "fp8")
+        dims = [c_int64_arg(d, f"shape[{k}]") for k, d in enumerate(tuple(shape))]
+        if not dims:
+            raise ValueError("shape: needs at least one dimension")
+        s.tensor_rank = len(dims)
+        n = 1
+        for d in dims:
+            n *= d
+        s.elems = c_int64_arg(n, "shape (elements)")
+        s.cols = dims[-1]
+        s.rows = c_int64_arg(n // dims[-1] if dims[-1] else 0, "shape (rows)")
+        s.group_size = c_int_arg(group_size, "group_size")
+        s.inplace, s.aligned16 = int(bool(inplace)), int(bool(aligned))
+        self._check(lib.collgen_comm_prepare(self._ptr(), byref(s), 1))
+
+    def register(self, ptr, nbytes):
+        """Registers ``nbytes`` of device memory at ``ptr`` (an int or an
+        array-interface object) so that peers read it without a staging
+        copy (one process per GPU; collective, in the same order on every
+        rank, with the same nbytes). Returns a Registration."""
+        p = view(ptr, "ptr", shape=()).ptr if not isinstance(ptr, int) else ptr
+        nbytes = c_int64_arg(nbytes, "nbytes")
+        if nbytes <= 0:
+            raise ValueError(f"nbytes: must be > 0, not {nbytes}")
+        h = c_void_p()
+        self._check(lib.collgen_register_buffer(self._ptr(), p, nbytes, byref(h)))
+        reg = Registration(self, h, p, nbytes)
+        self._registrations.add(reg)
+        return reg
+
+    # ---- ops ---------------------------------------------------------
+
+    def _per_rank(self, value, argument):
+        """The list of per-rank values of an argument (local mode: a
+        sequence of nranks; one process per GPU: the one value)."""
+        if not self.is_local:
+            return [value]
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+            raise TypeError(f"{argument}: one process for all GPUs takes a sequence with one "
+                            f"entry per rank ({self.nranks})")
+        if len(value) != self.nranks:
+            raise ValueError(f"{argument}: {len(value)} entries for {self.nranks} ranks")
+        return list(value)
+
+    def _streams(self, stream):
+        if stream is None:
+            return [0] * (self.nranks if self.is_local else 1)
+        items = self._per_rank(stream, "stream")
+        out = []
+        for i, s in enumerate(items):
+            s = getattr(s, "cuda_stream", s)  # torch.cuda.Stream, cupy Stream
+            s = getattr(s, "ptr", s)
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise TypeError(f"stream[{i}] must be a CUstream handle (int)")
+            out.append(s)
+        return out
+
+    def _views(self, value, argument, dtype, shape, optional=False):
+        items = self._per_rank(value, argument)
+        if optional and all(v is None for v in items):
+            return [None] * len(items)
+        return [view(v, argument if len(items) == 1 else f"{argument}[{r}]", dtype, shape)
+                for r, v in enumerate(items)]
+
+    @staticmethod
+    def _dtype(views, dtype, argument):
+        name = dtype or views[0].dtype
+        if name is None:
+            raise TypeError(f"{argument}: its dtype is not known from the array (bf16 has no "
+                            "array-interface type); pass dtype=")
+        return lookup(DTYPES, name, "dtype"), name
+
+    def all_reduce(self, input, output, *, group_size=0, stream=None, dtype=None, shape=None):
+        """Sums ``input`` over each group of ``group_size`` ranks (0 = all)
+        into ``output`` (may be ``input``). Bitwise equal on every rank."""
+        ins = self._views(input, "input", dtype, shape)
+        outs = self._views(output, "output", dtype or ins[0].dtype, shape or ins[0].shape)
+        dt, _ = self._dtype(ins, dtype, "input")
+        g = c_int_arg(group_size, "group_size")
+        streams = self._streams(stream)
+        ndim = len(ins[0].shape)
+        shapes = [(c_int64 * max(1, len(v.shape)))(*v.shape) for v in ins]
+        if self.is_local:
+            sp = (POINTER(c_int64) * len(shapes))(*shapes)
+            rc = lib.collgen_allreduce_sum(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
+                                           _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_allreduce_sum(self._ptr(), dt, ndim, shapes[0], ins[0].ptr,
+                                                outs[0].ptr, g, streams[0])
+        self._check(rc)
+
+    def all_gather_rmsnorm(self, shard, weight, normed, residual, eps, *, weight_offset=0.0,
+                           shard_rows=None, group_size=0, stream=None, dtype=None, shape=None):
+        """Gathers every rank's row shard of its group into ``residual`` and
+        writes its RMSNorm into ``normed`` (both [sum of rows, cols]).
+        One process per GPU: ``shard_rows`` lists every rank's shard rows
+        (default: all equal to this rank's)."""
+        shards = self._views(shard, "shard", dtype, shape)
+        dt, name = self._dtype(shards, dtype, "shard")
+        gam = self._views(weight, "weight", name, None if shape is None else shape[-1:])
+        nrm = self._views(normed, "normed", name, ())
+        res = self._views(residual, "residual", name, ())
+        cols = shards[0].shape[-1] if shards[0].shape else 0
+        if self.is_local:
+            rows = [v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0 for v in shards]
+            col_of = [v.shape[-1] if v.shape else 0 for v in shards]
+        else:
+            mine = shards[0].numel // cols if cols else 0
+            rows = [mine] * self.nranks if shard_rows is None else [
+                c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
+            if len(rows) != self.nranks:
+                raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
+            if rows[self.rank] != mine:
+                raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
+                                 f"shard has {mine} rows")
+            col_of = [cols] * self.nranks
+        arrays = [(c_int64 * 2)(r, c) for r, c in zip(rows, col_of)]
+        sp = (POINTER(c_int64) * len(arrays))(*arrays)
+        g = c_int_arg(group_size, "group_size")
+        streams = self._streams(stream)
+        wo = float(weight_offset)
+        if self.is_local:
+            rc = lib.collgen_allgather_rmsnorm(
+                self._ptr(), dt, 2, sp, _ptrs([v.ptr for v in shards]), _ptrs([v.ptr for v in nrm]),
+                _ptrs([v.ptr for v in res]), _ptrs([v.ptr for v in gam]), float(eps), wo, g,
+                _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_allgather_rmsnorm(
+                self._ptr(), dt, 2, sp, shards[0].ptr, nrm[0].ptr, res[0].ptr, gam[0].ptr,
+                float(eps), wo, g, streams[0])
+        self._check(rc)
+
+    def fused_add_rmsnorm(self, x, residual, weight, normed, residual_out, eps, *,
+                          weight_offset=0.0, fp8=None, scales=None, group_size=0, stream=None,
+                          dtype=None, shape=None):
+        """Allreduce of ``x`` plus ``residual`` into ``residual_out`` (may be
+        ``residual``), and its RMSNorm into ``normed``. ``fp8``: None (normed
+        in the dtype), "dynamic" (normed as float8 e4m3, a float32 scale per
+        row into ``scales``) or a float (one static scale)."""
+        xs = self._views(x, "x", dtype, shape)
+        dt, name = self._dtype(xs, dtype, "x")
+        row_shape = xs[0].shape
+        res = self._views(residual, "residual", name, row_shape)
+        gam = self._views(weight, "weight", name, row_shape[-1:])
+        out_res = self._views(residual_out, "residual_out", name, row_shape)
+        nrm = self._views(normed, "normed", None, ())
+        cols = row_shape[-1] if row_shape else 0
+        rows = xs[0].numel // cols if cols else 0
+        shapes = [(c_int64 * 2)(v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0,
+                                v.shape[-1] if v.shape else 0) for v in xs]
+        g = c_int_arg(group_size, "group_size")
+        streams = self._streams(stream)
+        eps, wo = float(eps), float(weight_offset)
+        ptrs = lambda vs: [0 if v is None else v.ptr for v in vs]  # noqa: E731
+        if fp8 is None:
+            if scales is not None:
+                raise TypeError("scales: only with fp8='dynamic'")
+            if self.is_local:
+                sp = (POINTER(c_int64) * len(shapes))(*shapes)
+                rc = lib.collgen_allreduce_residual_rmsnorm(
+                    self._ptr(), dt, 2, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
+                    _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
+            else:
+                rc = lib.collgen_rank_allreduce_residual_rmsnorm(
+                    self._ptr(), dt, 2, shapes[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
+                    out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
+            self._check(rc)
+            return
+        if isinstance(fp8, str):
+            mode, static = lookup(FP8_MODES, fp8, "fp8"), 0.0
+            if fp8 != "dynamic":
+                raise ValueError("fp8: 'dynamic' or a static scale (float)")
+            sc = self._views(scales, "scales", "f32", (rows,))
+        elif isinstance(fp8, (int, float)) and not isinstance(fp8, bool):
+            mode, static = FP8_MODES["static"], float(fp8)
+            if scales is not None:
+                raise TypeError("scales: not with a static fp8 scale")
+            sc = [None] * len(xs)
+        else:
+            raise TypeError(f"fp8 must be None, 'dynamic' or a float, not {type(fp8).__name__}")
+        if self.is_local:
+            sp = (POINTER(c_int64) * len(shapes))(*shapes)
+            fscales = (POINTER(c_float) * len(sc))(
+                *[ctypes.cast(p, POINTER(c_float)) for p in ptrs(sc)])
+            rc = lib.collgen_allreduce_residual_rmsnorm_fp8(
+                self._ptr(), dt, 2, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
+                fscales, _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, mode, static, g,
+                _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_allreduce_residual_rmsnorm_fp8(
+                self._ptr(), dt, 2, shapes[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
+                ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr, eps, wo,
+                mode, static, g, streams[0])
+        self._check(rc)
+
+
+def _unique_id_arg(unique_id):
+    if isinstance(unique_id, UniqueId):
+        return unique_id
+    if isinstance(unique_id, str):
+        return UniqueId.from_text(unique_id)
+    if isinstance(unique_id, (bytes, bytearray, memoryview)):
+        return UniqueId.from_bytes(unique_id)
+    raise TypeError("unique_id must be a collgen.UniqueId, its bytes or its text, not "
+                    f"{type(unique_id).__name__}")

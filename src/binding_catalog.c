@@ -1,0 +1,127 @@
+/*
+** binding_catalog.c -- the library's description of itself for language
+** bindings (collgen_catalog_count, collgen_catalog_entry): status codes,
+** ops, dtypes, FP8 modes, transports and rank states from the X-macros of
+** collgen.h, the size of every public struct and the numeric constants.
+** A binding reads these at load time, so nothing of collgen.h is copied
+** into it by hand, and a stale binding is refused instead of writing past
+** a struct that has grown.
+*/
+#include <stdalign.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collgen.h"
+#include "internal.h"
+
+typedef struct {
+  const char *name;
+  int64_t value;
+  int64_t detail;
+} entry;
+
+static const entry status_entries[] = {
+#define STATUS_ROW(name, value, desc) {#name, value, 0},
+    COLLGEN_ERRNO_MAP(STATUS_ROW)
+#undef STATUS_ROW
+};
+
+static const entry op_entries[] = {
+#define OP_ROW(NAME, value, id, tpl, kind, min_rank) {#id, value, min_rank},
+    COLLGEN_OP_MAP(OP_ROW)
+#undef OP_ROW
+};
+
+static const entry dtype_entries[] = {
+#define DTYPE_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, bytes},
+    COLLGEN_DTYPE_MAP(DTYPE_ROW)
+#undef DTYPE_ROW
+};
+
+static const entry fp8_entries[] = {
+#define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
+    COLLGEN_FP8_MAP(FP8_ROW)
+#undef FP8_ROW
+};
+
+static const entry transport_entries[] = {
+#define TRANSPORT_ROW(NAME, value, id) {#id, value, 0},
+    COLLGEN_TRANSPORT_MAP(TRANSPORT_ROW)
+#undef TRANSPORT_ROW
+};
+
+static const entry rank_state_entries[] = {
+#define RANK_STATE_ROW(NAME, value, id) {#id, value, 0},
+    COLLGEN_RANK_STATE_MAP(RANK_STATE_ROW)
+#undef RANK_STATE_ROW
+};
+
+/* Every public struct of collgen.h, with its size and alignment. */
+#define STRUCT_ROW(type) {#type, (int64_t)sizeof(type), (int64_t)alignof(type)},
+static const entry struct_entries[] = {
+    STRUCT_ROW(collgen_shape_t) STRUCT_ROW(collgen_plan_t) STRUCT_ROW(collgen_shape_class_t)
+    STRUCT_ROW(collgen_kernel_info_t) STRUCT_ROW(collgen_comm_options_t)
+    STRUCT_ROW(collgen_comm_info_t) STRUCT_ROW(collgen_comm_health_t)
+    STRUCT_ROW(collgen_unique_id_t)};
+#undef STRUCT_ROW
+
+/* The numeric macros of collgen.h, named without the COLLGEN_ prefix. */
+#define CONSTANT_ROW(name) {#name, (int64_t)COLLGEN_##name, 0},
+static const entry constant_entries[] = {
+    CONSTANT_ROW(VERSION_MAJOR) CONSTANT_ROW(VERSION_MINOR) CONSTANT_ROW(VERSION_PATCH)
+    CONSTANT_ROW(MAX_DEVICES) CONSTANT_ROW(MAX_ELEMS) CONSTANT_ROW(MAX_TIMEOUT_MS)
+    CONSTANT_ROW(DEFAULT_TIMEOUT_MS) CONSTANT_ROW(LOG_WARN) CONSTANT_ROW(LOG_INFO)
+    CONSTANT_ROW(DEFAULT_STAGING_BYTES) CONSTANT_ROW(MIN_STAGING_BYTES)
+    CONSTANT_ROW(MAX_STAGING_BYTES) CONSTANT_ROW(UNIQUE_ID_BYTES)
+    CONSTANT_ROW(UNIQUE_ID_TEXT_LEN)};
+#undef CONSTANT_ROW
+
+#define TABLE(name, rows) {name, rows, (int)(sizeof rows / sizeof rows[0])}
+static const struct {
+  const char *name;
+  const entry *rows;
+  int count;
+} tables[] = {
+    TABLE("status", status_entries),         TABLE("op", op_entries),
+    TABLE("dtype", dtype_entries),           TABLE("fp8", fp8_entries),
+    TABLE("transport", transport_entries),   TABLE("rank_state", rank_state_entries),
+    TABLE("struct", struct_entries),         TABLE("constant", constant_entries),
+};
+#undef TABLE
+
+/* The index of the table called `name`, or -1 with the thread's message set. */
+static int find_table(const char *name) {
+  if (name)
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; ++i)
+      if (strcmp(tables[i].name, name) == 0) return (int)i;
+  char msg[160];
+  snprintf(msg, sizeof msg,
+           "collgen_catalog: unknown table '%.40s' (known: status, op, dtype, fp8, "
+           "transport, rank_state, struct, constant)",
+           name ? name : "(NULL)");
+  collgen__set_tls_error(msg);
+  return -1;
+}
+
+int collgen_catalog_count(const char *table) {
+  int t = find_table(table);
+  return t < 0 ? COLLGEN_ERR_INVALID_ARG : tables[t].count;
+}
+
+int collgen_catalog_entry(const char *table, int index, const char **name, int64_t *value,
+                          int64_t *detail) {
+  int t = find_table(table);
+  if (t < 0) return COLLGEN_ERR_INVALID_ARG;
+  if (index < 0 || index >= tables[t].count) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "collgen_catalog_entry: index %d outside 0..%d of table '%s'",
+             index, tables[t].count - 1, tables[t].name);
+    collgen__set_tls_error(msg);
+    return COLLGEN_ERR_INVALID_ARG;
+  }
+  const entry *e = &tables[t].rows[index];
+  if (name) *name = e->name;
+  if (value) *value = e->value;
+  if (detail) *detail = e->detail;
+  return COLLGEN_OK;
+}
