@@ -1,0 +1,38 @@
+"""collgen.torch: collgen's collectives for PyTorch programs (torch >= 2.4).
+
+* ``Communicator(group=None, device=None, **options)``: one process per
+  GPU, bootstrapped from a ``torch.distributed`` ProcessGroup (gloo or
+  NCCL, the default group or a subgroup).
+* ``Communicator.local(devices, **options)``: one process driving several
+  GPUs; every op then takes and returns lists of tensors.
+* Methods ``all_reduce``, ``all_gather_rmsnorm``, ``fused_add_rmsnorm``
+  on the current stream, with outputs allocated when not given; the same
+  ops as ``torch.ops.collgen.*`` (functional, with fake implementations),
+  so ``torch.compile(fullgraph=True)`` traces through them and CUDA graphs
+  capture them.
+
+See docs/python.md.
+"""
+
+import torch as _torch
+
+from ..errors import Error  # noqa: F401
+
+
+def _version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+if _version_tuple(_torch.__version__) < (2, 4) or not hasattr(_torch.library, "register_fake"):
+    raise ImportError(f"collgen.torch needs torch >= 2.4 (torch.library.register_fake); "
+                      f"this is torch {_torch.__version__}. The core package `collgen` works "
+                      "without torch.")
+
+from .communicator import Communicator, TORCH_DTYPES  # noqa: E402
+from . import ops  # noqa: E402,F401  (registers torch.ops.collgen.*)
+
+__all__ = ["Communicator", "TORCH_DTYPES"]

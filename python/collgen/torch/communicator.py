@@ -1,0 +1,474 @@
+"""collgen.torch.Communicator: collgen's ops on torch tensors.
+
+Eager calls go straight to the C library on the current stream (a few
+microseconds of Python); under ``torch.compile`` the same methods call the
+functional ``torch.ops.collgen.*`` ops (collgen/torch/ops.py), so Dynamo
+traces them without a graph break. Every tensor is checked before the
+call (device, dtype, contiguity, shape), each failure a TypeError or
+ValueError naming the argument; the library then checks the call again
+before anything is launched.
+"""
+
+import itertools
+from ctypes import POINTER, c_float, c_int64, c_void_p, cast
+
+import torch
+import torch.distributed as dist
+
+from .. import communicator as _core
+from .._abi import lib
+from ..buffers import c_int_arg
+from ..catalog import DTYPES, FP8_MODES, dtype_bytes
+from ..errors import check
+from ..unique_id import UniqueId
+
+__all__ = ["Communicator", "TORCH_DTYPES"]
+
+# torch's name of each catalog dtype that torch has; test_torch_layer.py
+# checks that every catalog dtype is here with the catalog's element size.
+TORCH_DTYPES = {name: td for name, td in
+                (("bf16", torch.bfloat16), ("f16", torch.float16), ("f32", torch.float32))
+                if name in DTYPES}
+_VALUE_OF = {td: DTYPES[name] for name, td in TORCH_DTYPES.items()}
+_NAME_OF = {td: name for name, td in TORCH_DTYPES.items()}
+FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+
+# handle -> Communicator, for the torch.ops.collgen ops (Dynamo passes the
+# handle, an int, where it cannot pass an object).
+_REGISTRY = {}
+_NEXT_HANDLE = itertools.count(1)
+
+
+def communicator_of(handle):
+    """The live Communicator behind a handle, or ValueError."""
+    try:
+        return _REGISTRY[handle]
+    except KeyError:
+        raise ValueError(f"comm: no live collgen communicator has handle {handle} "
+                         "(closed, or from another process)") from None
+
+
+class _Array:
+    """A tensor's memory as a ``__cuda_array_interface__`` of unsigned
+    integers (the interface has no bf16), for the core's list calls; the
+    core is told the dtype by name."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = {
+            "shape": tuple(t.shape), "typestr": f"<u{t.element_size()}",
+            "data": (t.data_ptr(), False), "strides": None, "version": 3}
+
+
+def _arrays(tensors):
+    return None if tensors is None else [_Array(t) for t in tensors]
+
+
+def _is_compiling():
+    return torch.compiler.is_compiling()
+
+
+class Communicator:
+    """A collgen communicator for torch tensors (see the module docstring)."""
+
+    def __init__(self, group=None, device=None, **options):
+        """One process per GPU over a torch.distributed ProcessGroup (default:
+        the world). Rank 0 of the group makes the unique id, the group
+        broadcasts it, and the ranks meet on collgen's socket (so cuMem
+        handles travel between them). ``device``: this rank's GPU (default:
+        the current CUDA device). ``options``: collgen_comm_options_t fields
+        (timeout_ms, staging_bytes, cache_dir, transport, pdl, ...)."""
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("collgen.torch.Communicator: torch.distributed is not initialized; "
+                               "call torch.distributed.init_process_group() first, or use "
+                               "Communicator.local(devices) for one process")
+        group = group if group is not None else dist.group.WORLD
+        rank, nranks = dist.get_rank(group), dist.get_world_size(group)
+        if rank < 0:
+            raise ValueError("group: this process is not a member of it")
+        dev = self._device_arg(device)
+        box = [str(UniqueId.new()) if rank == 0 else None]
+        src = dist.get_global_rank(group, 0) if group is not dist.group.WORLD else 0
+        bcast_dev = dev if dist.get_backend(group) == "nccl" else None
+        dist.broadcast_object_list(box, src=src, group=group, device=bcast_dev)
+        core = _core.Communicator.init_rank(nranks, rank, box[0], dev.index, **options)
+        self._init(core, [dev], group)
+
+    @classmethod
+    def local(cls, devices, **options):
+        """One process driving ``devices`` (ints or torch devices, one rank
+        each); every op takes and returns lists with one tensor per rank."""
+        devs = [cls._device_arg(d) for d in devices]
+        core = _core.Communicator([d.index for d in devs], **options)
+        self = cls.__new__(cls)
+        self._init(core, devs, None)
+        return self
+
+    def _init(self, core, devices, group):
+        self._core = core
+        self.devices = devices
+        self.device = devices[0]
+        self.group = group
+        self.rank, self.nranks = core.rank, core.nranks
+        self.handle = next(_NEXT_HANDLE)
+        self._h = core._ptr()
+        self._tensors = []   # tensors of empty(), alive until close()
+        _REGISTRY[self.handle] = self
+
+    @staticmethod
+    def _device_arg(device):
+        if device is None:
+            if not torch.cuda.is_available():
+                raise RuntimeError("device: no CUDA device is visible to torch")
+            return torch.device("cuda", torch.cuda.current_device())
+        d = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        if d.type != "cuda":
+            raise ValueError(f"device: must be a CUDA device, not {d}")
+        if d.index is None:
+            d = torch.device("cuda", torch.cuda.current_device())
+        return d
+
+    # ---- life ----------------------------------------------------------
+
+    @property
+    def is_local(self):
+        """True for Communicator.local (lists of tensors)."""
+        return self.rank is None
+
+    def close(self):
+        """Synchronizes this communicator's devices, ends every registration
+        and frees it. Idempotent; also the context manager's exit."""
+        if _REGISTRY.pop(getattr(self, "handle", None), None) is None:
+            return
+        for d in self.devices:
+            torch.cuda.synchronize(d)
+        self._tensors.clear()
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def abort(self):
+        """Stops every kernel of the communicator now (safe from any thread);
+        later calls raise collgen.AbortedError."""
+        self._core.abort()
+
+    def health(self):
+        """Per-rank state: [{"state": "ok"|"timed_out"|"aborted", "peer": ...}]."""
+        return self._core.health()
+
+    def info(self):
+        """Devices, archs, P2P matrix, hosts and routes (see collgen.Communicator.info)."""
+        return self._core.info()
+
+    def check(self):
+        """Raises collgen.TimeoutError / AbortedError if a wait gave up."""
+        self._core.check()
+
+    def prepare(self, op, dtype, shape, **kwargs):
+        """Loads the kernel of calls of ``op`` ("all_reduce" style names or the
+        catalog's: allreduce_sum, allgather_rmsnorm, allreduce_residual_rmsnorm)
+        on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
+        first such call loads nothing."""
+        op = {"all_reduce": "allreduce_sum", "all_gather_rmsnorm": "allgather_rmsnorm",
+              "fused_add_rmsnorm": "allreduce_residual_rmsnorm"}.get(op, op)
+        self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
+
+    def register(self, tensor):
+        """Registers a CUDA tensor's memory for zero-copy reads by the peers
+        (one process per GPU; collective: every rank, same order, same size).
+        Returns a collgen.Registration."""
+        self._tensor(tensor, "tensor", dtype=None)
+        reg = self._core.register(tensor.data_ptr(), tensor.numel() * tensor.element_size())
+        reg.tensor = tensor
+        return reg
+
+    def empty(self, shape, dtype):
+        """A new tensor on this rank's device, registered (see register())
+        and kept alive until close(). Collective."""
+        t = torch.empty(shape, dtype=dtype, device=self.device)
+        self.register(t)
+        self._tensors.append(t)
+        return t
+
+    # ---- argument checks -----------------------------------------------
+
+    @staticmethod
+    def _dtype_name(dtype, argument):
+        try:
+            return _NAME_OF[dtype]
+        except (KeyError, TypeError):
+            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
+                            f"not {dtype}") from None
+
+    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False):
+        """Checks one tensor; returns its catalog dtype value."""
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
+        dev = device or self.device
+        if t.device != dev:
+            raise ValueError(f"{argument} is on {t.device}, the communicator's rank on {dev}")
+        if not t.is_contiguous():
+            raise ValueError(f"{argument} must be contiguous")
+        if dtype is not None and t.dtype != dtype:
+            raise TypeError(f"{argument} has dtype {t.dtype}, expected {dtype}")
+        if shape is not None and tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{argument} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+        if any_dtype:
+            return None
+        try:
+            return _VALUE_OF[t.dtype]
+        except KeyError:
+            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
+                            f"not {t.dtype}") from None
+
+    def _norm_input(self, x, argument):
+        dt = self._tensor(x, argument, None)
+        if x.dim() < 1:
+            raise ValueError(f"{argument} must have at least one dimension (the last is cols)")
+        return dt
+
+    def _lists(self, *named):
+        """Local mode: checks every argument is a list of nranks tensors."""
+        for name, v in named:
+            if v is None:
+                continue
+            if not isinstance(v, (list, tuple)) or len(v) != self.nranks:
+                raise TypeError(f"{name}: Communicator.local takes a list of {self.nranks} "
+                                "tensors, one per rank")
+
+    def _stream(self, device=None):
+        return torch.cuda.current_stream(device or self.device).cuda_stream
+
+    def _fail(self, rc):
+        check(rc, self._core.last_error)
+
+    # ---- all_reduce ------------------------------------------------------
+
+    def all_reduce(self, x, *, out=None, group_size=0):
+        """The sum of ``x`` over each group of ``group_size`` ranks (0: all),
+        bitwise equal on every rank, into ``out`` (allocated when None; may
+        be ``x``). Returns ``out``. Local mode: lists of tensors."""
+        if self.is_local:
+            return self._local_all_reduce(x, out, group_size)
+        if _is_compiling():
+            r = torch.ops.collgen.all_reduce(x, self.handle, group_size)
+            return out.copy_(r) if out is not None else r
+        dt = self._tensor(x, "x", None)
+        if out is None:
+            out = torch.empty_like(x)
+        else:
+            self._tensor(out, "out", x.dtype, x.shape)
+        self._eager_all_reduce(dt, x, out, group_size)
+        return out
+
+    def _eager_all_reduce(self, dt, x, out, group_size):
+        shape = (c_int64 * max(1, x.dim()))(*x.shape)
+        self._fail(lib.collgen_rank_allreduce_sum(
+            self._h, dt, x.dim(), shape, x.data_ptr(), out.data_ptr(),
+            c_int_arg(group_size, "group_size"), self._stream()))
+
+    def _local_all_reduce(self, xs, outs, group_size):
+        self._lists(("x", xs), ("out", outs))
+        dts = [self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
+               for r, x in enumerate(xs)]
+        outs = outs or [torch.empty_like(x) for x in xs]
+        for r, o in enumerate(outs):
+            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
+        del dts
+        self._core.all_reduce(_arrays(xs), _arrays(outs), group_size=group_size,
+                              dtype=_NAME_OF[xs[0].dtype],
+                              stream=[self._stream(d) for d in self.devices])
+        return outs
+
+    # ---- all_gather_rmsnorm ---------------------------------------------
+
+    def _group_rows(self, shard_rows, group_size):
+        """(this rank's group's gathered rows, the full shard_rows list)."""
+        g = c_int_arg(group_size, "group_size") or self.nranks
+        if g <= 0 or self.nranks % g:
+            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
+        first = (self.rank // g) * g
+        return sum(shard_rows[first:first + g])
+
+    def all_gather_rmsnorm(self, shard, weight, eps, *, weight_offset=0.0, shard_rows=None,
+                           group_size=0):
+        """Gathers the row shards of this rank's group (``shard``: [..., cols],
+        leading dims flattened into rows) and normalizes every gathered row.
+        Returns ``(normed, residual)``, both [gathered rows, cols]: the RMSNorm
+        and the gathered rows themselves. ``shard_rows``: every rank's shard
+        rows (default: all equal to this rank's)."""
+        if self.is_local:
+            return self._local_all_gather_rmsnorm(shard, weight, eps, weight_offset, group_size)
+        self._norm_input(shard, "shard")
+        cols = shard.shape[-1]
+        mine = shard.numel() // cols if cols else 0
+        rows = [mine] * self.nranks if shard_rows is None else [int(r) for r in shard_rows]
+        if len(rows) != self.nranks:
+            raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
+        if rows[self.rank] != mine:
+            raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]}, but this rank's "
+                             f"shard has {mine} rows")
+        if _is_compiling():
+            return torch.ops.collgen.all_gather_rmsnorm(shard, weight, eps, weight_offset, rows,
+                                                        self.handle, group_size)
+        return self._eager_all_gather_rmsnorm(shard, weight, eps, weight_offset, rows,
+                                              group_size)
+
+    def _eager_all_gather_rmsnorm(self, shard, weight, eps, weight_offset, rows, group_size):
+        dt = self._tensor(shard, "shard", None)
+        cols = shard.shape[-1]
+        self._tensor(weight, "weight", shard.dtype, (cols,))
+        total = self._group_rows(rows, group_size)
+        normed = torch.empty((total, cols), dtype=shard.dtype, device=self.device)
+        residual = torch.empty_like(normed)
+        arrays = [(c_int64 * 2)(r, cols) for r in rows]
+        shapes = (POINTER(c_int64) * len(arrays))(*arrays)
+        self._fail(lib.collgen_rank_allgather_rmsnorm(
+            self._h, dt, 2, shapes, shard.data_ptr(), normed.data_ptr(), residual.data_ptr(),
+            weight.data_ptr(), float(eps), float(weight_offset), c_int_arg(group_size,
+                                                                            "group_size"),
+            self._stream()))
+        return normed, residual
+
+    def _local_all_gather_rmsnorm(self, shards, weights, eps, weight_offset, group_size):
+        self._lists(("shard", shards), ("weight", weights))
+        g = c_int_arg(group_size, "group_size") or self.nranks
+        if g <= 0 or self.nranks % g:
+            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
+        cols = shards[0].shape[-1] if shards[0].dim() else 0
+        rows = []
+        for r, s in enumerate(shards):
+            self._tensor(s, f"shard[{r}]", shards[0].dtype, None, self.devices[r])
+            if s.dim() < 1 or s.shape[-1] != cols:
+                raise ValueError(f"shard[{r}] has shape {tuple(s.shape)}; every shard needs "
+                                 f"{cols} columns")
+            self._tensor(weights[r], f"weight[{r}]", shards[0].dtype, (cols,), self.devices[r])
+            rows.append(s.numel() // cols if cols else 0)
+        normed, residual = [], []
+        for r in range(self.nranks):
+            first = (r // g) * g
+            total = sum(rows[first:first + g])
+            normed.append(torch.empty((total, cols), dtype=shards[0].dtype, device=self.devices[r]))
+            residual.append(torch.empty_like(normed[-1]))
+        self._core.all_gather_rmsnorm(
+            _arrays(shards), _arrays(weights), _arrays(normed), _arrays(residual), eps,
+            weight_offset=weight_offset, group_size=group_size, dtype=_NAME_OF[shards[0].dtype],
+            stream=[self._stream(d) for d in self.devices])
+        return normed, residual
+
+    # ---- fused_add_rmsnorm ----------------------------------------------
+
+    def fused_add_rmsnorm(self, x, residual, weight, eps, *, weight_offset=0.0,
+                          residual_out=None, fp8=None, group_size=0):
+        """The end of a tensor-parallel block: ``residual_out = sum(x over the
+        group) + residual`` and its RMSNorm. Returns ``(normed, residual_out)``,
+        or ``(normed, residual_out, scales)`` with ``fp8="dynamic"`` (normed as
+        torch.float8_e4m3fn, scales float32 [rows]); ``fp8=<float>`` is one
+        static scale. ``residual_out=residual`` updates the residual in place."""
+        if self.is_local:
+            return self._local_fused(x, residual, weight, eps, weight_offset, residual_out, fp8,
+                                     group_size)
+        static = self._fp8_arg(fp8)
+        if _is_compiling():
+            if static is None:
+                normed, res = torch.ops.collgen.fused_add_rmsnorm(
+                    x, residual, weight, eps, weight_offset, self.handle, group_size)
+                out = (normed, res)
+            else:
+                normed, res, scales = torch.ops.collgen.fused_add_rmsnorm_fp8(
+                    x, residual, weight, eps, weight_offset, static, self.handle, group_size)
+                out = (normed, res, scales) if fp8 == "dynamic" else (normed, res)
+            if residual_out is not None:
+                residual_out.copy_(res)
+                out = (out[0], residual_out) + out[2:]
+            return out
+        return self._eager_fused(x, residual, weight, eps, weight_offset, residual_out, static,
+                                 group_size, dynamic_out=fp8 == "dynamic")
+
+    @staticmethod
+    def _fp8_arg(fp8):
+        """None (no FP8), 0.0 (dynamic) or the static scale."""
+        if fp8 is None:
+            return None
+        if FP8_DTYPE is None:
+            raise TypeError("fp8: this torch has no torch.float8_e4m3fn")
+        if fp8 == "dynamic":
+            return 0.0
+        if isinstance(fp8, (int, float)) and not isinstance(fp8, bool):
+            if not fp8 > 0 or fp8 == float("inf"):
+                raise ValueError(f"fp8: a static scale must be finite and > 0, not {fp8}")
+            return float(fp8)
+        raise TypeError(f"fp8 must be None, 'dynamic' or a float scale, not {fp8!r}")
+
+    def _eager_fused(self, x, residual, weight, eps, weight_offset, residual_out, static,
+                     group_size, dynamic_out=True):
+        dt = self._norm_input(x, "x")
+        self._tensor(residual, "residual", x.dtype, x.shape)
+        cols = x.shape[-1]
+        rows = x.numel() // cols if cols else 0
+        self._tensor(weight, "weight", x.dtype, (cols,))
+        if residual_out is None:
+            residual_out = torch.empty_like(x)
+        else:
+            self._tensor(residual_out, "residual_out", x.dtype, x.shape)
+        shape = (c_int64 * 2)(rows, cols)
+        g = c_int_arg(group_size, "group_size")
+        if static is None:
+            normed = torch.empty_like(x)
+            self._fail(lib.collgen_rank_allreduce_residual_rmsnorm(
+                self._h, dt, 2, shape, x.data_ptr(), residual.data_ptr(), normed.data_ptr(),
+                residual_out.data_ptr(), weight.data_ptr(), float(eps), float(weight_offset), g,
+                self._stream()))
+            return normed, residual_out
+        normed = torch.empty(x.shape, dtype=FP8_DTYPE, device=self.device)
+        dynamic = static == 0.0
+        scales = torch.empty((rows if dynamic else 0,), dtype=torch.float32, device=self.device)
+        mode = FP8_MODES["dynamic" if dynamic else "static"]
+        self._fail(lib.collgen_rank_allreduce_residual_rmsnorm_fp8(
+            self._h, dt, 2, shape, x.data_ptr(), residual.data_ptr(), normed.data_ptr(),
+            cast(c_void_p(scales.data_ptr() if dynamic else 0), POINTER(c_float)),
+            residual_out.data_ptr(), weight.data_ptr(), float(eps), float(weight_offset), mode,
+            static, g, self._stream()))
+        return (normed, residual_out, scales) if dynamic_out else (normed, residual_out)
+
+    def _local_fused(self, xs, residuals, weights, eps, weight_offset, residual_outs, fp8,
+                     group_size):
+        self._lists(("x", xs), ("residual", residuals), ("weight", weights),
+                    ("residual_out", residual_outs))
+        static = self._fp8_arg(fp8)
+        x0 = xs[0]
+        if x0.dim() < 1:
+            raise ValueError("x[0] must have at least one dimension (the last is cols)")
+        cols = x0.shape[-1]
+        rows = x0.numel() // cols if cols else 0
+        for r in range(self.nranks):
+            d = self.devices[r]
+            self._tensor(xs[r], f"x[{r}]", x0.dtype, x0.shape, d)
+            self._tensor(residuals[r], f"residual[{r}]", x0.dtype, x0.shape, d)
+            self._tensor(weights[r], f"weight[{r}]", x0.dtype, (cols,), d)
+            if residual_outs is not None:
+                self._tensor(residual_outs[r], f"residual_out[{r}]", x0.dtype, x0.shape, d)
+        res_out = residual_outs or [torch.empty_like(x) for x in xs]
+        ndt = x0.dtype if static is None else FP8_DTYPE
+        normed = [torch.empty(x0.shape, dtype=ndt, device=d) for d in self.devices]
+        dynamic = static == 0.0
+        scales = [torch.empty((rows,), dtype=torch.float32, device=d) for d in self.devices] \
+            if dynamic else None
+        fp8_arg = None if static is None else ("dynamic" if dynamic else static)
+        self._core.fused_add_rmsnorm(
+            _arrays(xs), _arrays(residuals), _arrays(weights), _arrays(normed), _arrays(res_out),
+            eps, weight_offset=weight_offset, fp8=fp8_arg, scales=_arrays(scales),
+            group_size=group_size, dtype=_NAME_OF[x0.dtype],
+            stream=[self._stream(d) for d in self.devices])
+        return (normed, res_out, scales) if dynamic else (normed, res_out)
+
+
+# The element size of each torch dtype must be the catalog's.
+for _name, _td in TORCH_DTYPES.items():
+    assert torch.empty((), dtype=_td).element_size() == dtype_bytes(_name), _name
+del _name, _td

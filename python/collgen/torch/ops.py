@@ -1,0 +1,93 @@
+"""torch.ops.collgen.*: collgen's ops as functional torch custom ops.
+
+Registered with ``torch.library.Library("collgen", "DEF")`` (define + impl
++ register_fake, the low-overhead way; ``custom_op`` costs microseconds
+per eager call). Each op takes the communicator as its handle (an int:
+Dynamo cannot pass arbitrary objects), allocates fresh outputs, and never
+returns an alias of an input, so torch.compile and CUDA graphs treat it
+as a pure function. The fake implementations give the output shapes and
+dtypes from the inputs alone.
+
+  all_reduce(Tensor x, int comm, int group_size) -> Tensor
+  all_gather_rmsnorm(Tensor shard, Tensor weight, float eps, float weight_offset,
+                     int[] shard_rows, int comm, int group_size) -> (Tensor normed, Tensor residual)
+  fused_add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps, float weight_offset,
+                    int comm, int group_size) -> (Tensor normed, Tensor residual_out)
+  fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, float eps,
+                        float weight_offset, float static_scale, int comm, int group_size)
+      -> (Tensor normed_fp8, Tensor residual_out, Tensor scales)
+      static_scale 0.0 = a dynamic scale per row (scales: float32 [rows]); else
+      that static scale (scales: empty).
+"""
+
+import torch
+
+from .communicator import FP8_DTYPE, communicator_of
+
+_LIB = torch.library.Library("collgen", "DEF")
+_LIB.define("all_reduce(Tensor x, int comm, int group_size) -> Tensor")
+_LIB.define("all_gather_rmsnorm(Tensor shard, Tensor weight, float eps, float weight_offset, "
+            "int[] shard_rows, int comm, int group_size) -> (Tensor, Tensor)")
+_LIB.define("fused_add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps, "
+            "float weight_offset, int comm, int group_size) -> (Tensor, Tensor)")
+_LIB.define("fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, float eps, "
+            "float weight_offset, float static_scale, int comm, int group_size) "
+            "-> (Tensor, Tensor, Tensor)")
+
+
+def _all_reduce(x, comm, group_size):
+    c = communicator_of(comm)
+    dt = c._tensor(x, "x", None)
+    out = torch.empty_like(x)
+    c._eager_all_reduce(dt, x, out, group_size)
+    return out
+
+
+def _all_gather_rmsnorm(shard, weight, eps, weight_offset, shard_rows, comm, group_size):
+    return communicator_of(comm)._eager_all_gather_rmsnorm(
+        shard, weight, eps, weight_offset, list(shard_rows), group_size)
+
+
+def _fused_add_rmsnorm(x, residual, weight, eps, weight_offset, comm, group_size):
+    return communicator_of(comm)._eager_fused(x, residual, weight, eps, weight_offset, None,
+                                              None, group_size)
+
+
+def _fused_add_rmsnorm_fp8(x, residual, weight, eps, weight_offset, static_scale, comm,
+                           group_size):
+    if not static_scale >= 0:
+        raise ValueError(f"static_scale: 0 (dynamic) or a scale > 0, not {static_scale}")
+    return communicator_of(comm)._eager_fused(x, residual, weight, eps, weight_offset, None,
+                                              float(static_scale), group_size)
+
+
+_LIB.impl("all_reduce", _all_reduce, "CUDA")
+_LIB.impl("all_gather_rmsnorm", _all_gather_rmsnorm, "CUDA")
+_LIB.impl("fused_add_rmsnorm", _fused_add_rmsnorm, "CUDA")
+_LIB.impl("fused_add_rmsnorm_fp8", _fused_add_rmsnorm_fp8, "CUDA")
+
+
+@torch.library.register_fake("collgen::all_reduce")
+def _all_reduce_fake(x, comm, group_size):
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("collgen::all_gather_rmsnorm")
+def _all_gather_rmsnorm_fake(shard, weight, eps, weight_offset, shard_rows, comm, group_size):
+    c = communicator_of(comm)
+    rows = c._group_rows(list(shard_rows), group_size)
+    normed = shard.new_empty((rows, shard.shape[-1]))
+    return normed, torch.empty_like(normed)
+
+
+@torch.library.register_fake("collgen::fused_add_rmsnorm")
+def _fused_add_rmsnorm_fake(x, residual, weight, eps, weight_offset, comm, group_size):
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+@torch.library.register_fake("collgen::fused_add_rmsnorm_fp8")
+def _fused_add_rmsnorm_fp8_fake(x, residual, weight, eps, weight_offset, static_scale, comm,
+                                group_size):
+    rows = x.numel() // x.shape[-1]
+    scales = x.new_empty((rows if static_scale == 0.0 else 0,), dtype=torch.float32)
+    return x.new_empty(x.shape, dtype=FP8_DTYPE), torch.empty_like(x), scales
