@@ -29,3 +29,7 @@ for r in 0 1; do
   COLLGEN_TIMEOUT_MS=60000 COLLGEN_ID_FILE=$PWD/build-gpu/job.id COLLGEN_NRANKS=2 COLLGEN_RANK=$r \
     ./build-gpu/rank_example &
 done; wait
+
+# The Python package (python/tests on the stand-in driver, python/gpu_tests
+# on this GPU, the torchrun example, the host overhead per call).
+bash tests/gpu-python.sh --no-build

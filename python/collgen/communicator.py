@@ -145,8 +145,9 @@ class Communicator:
             rc = lib.collgen_comm_init_rank_callback(byref(handle), nranks, fn, None, rank,
                                                      device, byref(opts))
             if rc != 0 and failure:
-                raise InvalidArgument(f"allgather raised {failure[0]!r}", rc) \
-                    if isinstance(failure[0], (TypeError, ValueError)) else failure[0]
+                if isinstance(failure[0], (TypeError, ValueError)):
+                    raise InvalidArgument(f"allgather raised {failure[0]!r}") from failure[0]
+                raise failure[0]
         else:
             uid = _unique_id_arg(unique_id)
             rc = lib.collgen_comm_init_rank(byref(handle), nranks, byref(uid._raw), rank, device,
@@ -335,6 +336,10 @@ class Communicator:
         g = c_int_arg(group_size, "group_size")
         streams = self._streams(stream)
         ndim = len(ins[0].shape)
+        for r, v in enumerate(ins):
+            if len(v.shape) != ndim:  # the library reads ndim dimensions of every shape
+                raise ValueError(f"input[{r}]: shape {v.shape} has {len(v.shape)} dimensions but "
+                                 f"input[0]'s {ins[0].shape} has {ndim}: the ranks' shapes differ")
         shapes = [(c_int64 * max(1, len(v.shape)))(*v.shape) for v in ins]
         if self.is_local:
             sp = (POINTER(c_int64) * len(shapes))(*shapes)
@@ -436,7 +441,8 @@ class Communicator:
             raise TypeError(f"fp8 must be None, 'dynamic' or a float, not {type(fp8).__name__}")
         if self.is_local:
             sp = (POINTER(c_int64) * len(shapes))(*shapes)
-            fscales = (POINTER(c_float) * len(sc))(
+            # Static: no row_scales array at all (NULL), as the library requires.
+            fscales = None if mode == FP8_MODES["static"] else (POINTER(c_float) * len(sc))(
                 *[ctypes.cast(p, POINTER(c_float)) for p in ptrs(sc)])
             rc = lib.collgen_allreduce_residual_rmsnorm_fp8(
                 self._ptr(), dt, 2, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),

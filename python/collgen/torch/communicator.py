@@ -33,6 +33,12 @@ _VALUE_OF = {td: DTYPES[name] for name, td in TORCH_DTYPES.items()}
 _NAME_OF = {td: name for name, td in TORCH_DTYPES.items()}
 FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
 
+# The current stream as an int, without making a torch.cuda.Stream object
+# (about 2 us of each eager call otherwise); the public call where absent.
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# ctypes array types of 1..8 int64 dimensions, made once.
+_DIMS = [None] + [c_int64 * n for n in range(1, 9)]
+
 # handle -> Communicator, for the torch.ops.collgen ops (Dynamo passes the
 # handle, an int, where it cannot pass an object).
 _REGISTRY = {}
@@ -109,11 +115,18 @@ class Communicator:
         self._core = core
         self.devices = devices
         self.device = devices[0]
+        self._index = self.device.index
         self.group = group
         self.rank, self.nranks = core.rank, core.nranks
         self.handle = next(_NEXT_HANDLE)
         self._h = core._ptr()
         self._tensors = []   # tensors of empty(), alive until close()
+        # Ranks that share a GPU (allow_shared_devices) cannot share its
+        # current stream: rank 0's kernel would wait for rank 1's, queued
+        # behind it. They get a stream each, forked from and joined back
+        # into the current stream around every call.
+        shared = len({(d.type, d.index) for d in devices}) < len(devices)
+        self._rank_streams = [torch.cuda.Stream(d) for d in devices] if shared else None
         _REGISTRY[self.handle] = self
 
     @staticmethod
@@ -209,9 +222,12 @@ class Communicator:
         """Checks one tensor; returns its catalog dtype value."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
-        dev = device or self.device
-        if t.device != dev:
-            raise ValueError(f"{argument} is on {t.device}, the communicator's rank on {dev}")
+        if device is None:
+            if not t.is_cuda or t.get_device() != self._index:
+                raise ValueError(f"{argument} is on {t.device}, the communicator's rank on "
+                                 f"{self.device}")
+        elif t.device != device:
+            raise ValueError(f"{argument} is on {t.device}, the communicator's rank on {device}")
         if not t.is_contiguous():
             raise ValueError(f"{argument} must be contiguous")
         if dtype is not None and t.dtype != dtype:
@@ -242,7 +258,24 @@ class Communicator:
                                 "tensors, one per rank")
 
     def _stream(self, device=None):
+        if device is None and _RAW_STREAM is not None:
+            return _RAW_STREAM(self._index)
         return torch.cuda.current_stream(device or self.device).cuda_stream
+
+    def _local_call(self, call):
+        """Runs call(streams) with one stream per rank: each device's current
+        stream, or (ranks sharing a GPU) the ranks' own streams, ordered
+        after the current streams' work and before their later work."""
+        if self._rank_streams is None:
+            return call([self._stream(d) for d in self.devices])
+        current = [torch.cuda.current_stream(d) for d in self.devices]
+        for cur, mine in zip(current, self._rank_streams):
+            mine.wait_stream(cur)
+        try:
+            return call([s.cuda_stream for s in self._rank_streams])
+        finally:
+            for cur, mine in zip(current, self._rank_streams):
+                cur.wait_stream(mine)
 
     def _fail(self, rc):
         check(rc, self._core.last_error)
@@ -267,7 +300,9 @@ class Communicator:
         return out
 
     def _eager_all_reduce(self, dt, x, out, group_size):
-        shape = (c_int64 * max(1, x.dim()))(*x.shape)
+        if not 1 <= x.dim() <= 8:
+            raise ValueError(f"x: collgen takes tensors of 1 to 8 dimensions, not {x.dim()}")
+        shape = _DIMS[x.dim()](*x.shape)
         self._fail(lib.collgen_rank_allreduce_sum(
             self._h, dt, x.dim(), shape, x.data_ptr(), out.data_ptr(),
             c_int_arg(group_size, "group_size"), self._stream()))
@@ -280,9 +315,9 @@ class Communicator:
         for r, o in enumerate(outs):
             self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
         del dts
-        self._core.all_reduce(_arrays(xs), _arrays(outs), group_size=group_size,
-                              dtype=_NAME_OF[xs[0].dtype],
-                              stream=[self._stream(d) for d in self.devices])
+        self._local_call(lambda streams: self._core.all_reduce(
+            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
+            stream=streams))
         return outs
 
     # ---- all_gather_rmsnorm ---------------------------------------------
@@ -355,10 +390,10 @@ class Communicator:
             total = sum(rows[first:first + g])
             normed.append(torch.empty((total, cols), dtype=shards[0].dtype, device=self.devices[r]))
             residual.append(torch.empty_like(normed[-1]))
-        self._core.all_gather_rmsnorm(
+        self._local_call(lambda streams: self._core.all_gather_rmsnorm(
             _arrays(shards), _arrays(weights), _arrays(normed), _arrays(residual), eps,
             weight_offset=weight_offset, group_size=group_size, dtype=_NAME_OF[shards[0].dtype],
-            stream=[self._stream(d) for d in self.devices])
+            stream=streams))
         return normed, residual
 
     # ---- fused_add_rmsnorm ----------------------------------------------
@@ -416,7 +451,7 @@ class Communicator:
             residual_out = torch.empty_like(x)
         else:
             self._tensor(residual_out, "residual_out", x.dtype, x.shape)
-        shape = (c_int64 * 2)(rows, cols)
+        shape = _DIMS[2](rows, cols)
         g = c_int_arg(group_size, "group_size")
         if static is None:
             normed = torch.empty_like(x)
@@ -460,11 +495,10 @@ class Communicator:
         scales = [torch.empty((rows,), dtype=torch.float32, device=d) for d in self.devices] \
             if dynamic else None
         fp8_arg = None if static is None else ("dynamic" if dynamic else static)
-        self._core.fused_add_rmsnorm(
+        self._local_call(lambda streams: self._core.fused_add_rmsnorm(
             _arrays(xs), _arrays(residuals), _arrays(weights), _arrays(normed), _arrays(res_out),
             eps, weight_offset=weight_offset, fp8=fp8_arg, scales=_arrays(scales),
-            group_size=group_size, dtype=_NAME_OF[x0.dtype],
-            stream=[self._stream(d) for d in self.devices])
+            group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams))
         return (normed, res_out, scales) if dynamic else (normed, res_out)
 
 

@@ -1,0 +1,198 @@
+"""GPU tests of collgen.torch (torch >= 2.4 and a CUDA device; skipped
+otherwise, as in CI).
+
+* Both process models on one GPU: Communicator.local with 2 and 4 ranks
+  mapped onto it (small grids), in this process; and 2 and 4 processes
+  (torch_worker.py), every op against the torch reference, bitwise equal
+  on every rank; with 2 processes also torch.compile(fullgraph=True) of a
+  TP block and torch.cuda.graph capture with 20 replays on new data.
+* Faults: abort() from another thread, and a killed peer raising
+  collgen.TimeoutError within the bound.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+try:
+    import collgen.torch as ct
+except ImportError as e:  # torch older than 2.4
+    pytest.skip(f"collgen.torch unavailable: {e}", allow_module_level=True)
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import collgen  # noqa: E402
+import torch_reference as ref  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEV = torch.device("cuda", 0)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_workers(scenario, nranks, tmp_path, timeout=480):
+    """Runs torch_worker.py as nranks processes; returns each rank's results
+    (rank 1 of "faults" writes its own before it is killed)."""
+    port = _free_port()
+    env = dict(os.environ, WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(port),
+               PYTHONPATH=os.pathsep.join([HERE,
+                                           os.environ.get("PYTHONPATH", "")]))
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "torch_worker.py"), scenario,
+                               str(tmp_path)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(nranks)]
+    deadline = time.monotonic() + timeout
+    logs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario} x{nranks}: a rank ran past {timeout} s")
+        logs.append(out.decode(errors="replace"))
+    results = []
+    for r in range(nranks):
+        path = tmp_path / f"{r}.json"
+        assert path.exists(), f"rank {r} wrote no results; its output:\n{logs[r][-4000:]}"
+        results.append(json.loads(path.read_text()))
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{logs[r][-4000:]}"
+    return results
+
+
+def _failures(results):
+    return {f"rank {r}: {k}": v for r, res in enumerate(results) for k, v in res.items()
+            if not k.endswith(".seconds") and isinstance(v, str) and v != "ok"
+            and k not in ("timeout_message",)}
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_processes_every_op(nranks, tmp_path):
+    results = run_workers("ops", nranks, tmp_path)
+    bad = _failures(results)
+    assert not bad, "\n".join(f"{k}:\n{v}" for k, v in bad.items())
+    checks = [k for k in results[0] if not k.endswith(".seconds")]
+    # every op's cases ran (the worker's lists), plus graph+compile with 2 ranks
+    assert sum(k.startswith("all_reduce") for k in checks) >= 9
+    assert sum(k.startswith("all_gather_rmsnorm") for k in checks) == 6
+    assert sum(k.startswith("fused_add_rmsnorm") for k in checks) == 10
+    if nranks == 2:
+        assert any(k.startswith("torch.cuda.graph") for k in checks)
+        assert sum(k.startswith("torch.compile") for k in checks) == 2
+    else:
+        assert "subgroup communicator" in checks
+
+
+def test_faults(tmp_path):
+    results = run_workers("faults", 2, tmp_path)
+    bad = _failures(results)
+    assert not bad, "\n".join(f"{k}:\n{v}" for k, v in bad.items())
+    assert results[0]["a killed peer raises collgen.TimeoutError within the bound"] == "ok"
+    assert results[0]["abort() from another thread ends a stuck call"] == "ok"
+    print("abort:", results[0]["abort_seconds"], "s; timeout:", results[0]["timeout_seconds"],
+          "s:", results[0]["timeout_message"])
+
+
+# ---- one process, several ranks mapped onto one GPU --------------------
+
+@pytest.fixture(params=[2, 4], ids=["local2", "local4"])
+def local(request, tmp_path):
+    comm = ct.Communicator.local([0] * request.param, allow_shared_devices=1, max_blocks=8,
+                                 timeout_ms=60000, cache_dir=os.environ.get("COLLGEN_CACHE_DIR"))
+    yield comm
+    comm.close()
+
+
+def _same(what, tensors):
+    d = {ref.digest(t) for t in tensors}
+    assert len(d) == 1, f"{what}: ranks differ"
+
+
+def test_local_all_reduce(local):
+    n = local.nranks
+    for dtype, size in ((torch.bfloat16, 4097), (torch.float32, 1 << 18)):
+        xs = ref.inputs(11 + size, n, (size,), dtype)
+        want = ref.group_sum(xs).to(dtype)
+        outs = [torch.full_like(x, float("nan")) for x in xs]
+        got = local.all_reduce(xs, out=outs)
+        torch.cuda.synchronize()
+        assert got is outs
+        for o in outs:
+            assert torch.equal(o, want)
+        _same("all_reduce", outs)
+        halves = local.all_reduce(xs, group_size=2)
+        torch.cuda.synchronize()
+        for r, o in enumerate(halves):
+            first = r // 2 * 2
+            assert torch.equal(o, ref.group_sum(xs[first:first + 2]).to(dtype))
+
+
+def test_local_all_gather_rmsnorm(local):
+    n, cols = local.nranks, 1536
+    g = torch.Generator(device=DEV).manual_seed(3)
+    shards = [torch.randn((r % 3, cols), generator=g, device=DEV).to(torch.bfloat16)
+              for r in range(n)]
+    gamma = torch.randn((cols,), generator=g, device=DEV).to(torch.bfloat16)
+    ref.poison_allocator(1 << 22)
+    normed, residual = local.all_gather_rmsnorm(shards, [gamma] * n, 1e-5, weight_offset=1.0)
+    torch.cuda.synchronize()
+    for r in range(n):
+        assert torch.equal(residual[r], torch.cat(shards))
+        ref.assert_close_normed(normed[r], ref.rmsnorm_exact(residual[r], gamma, 1e-5, 1.0),
+                                f"rank {r}")
+    _same("normed", normed)
+
+
+@pytest.mark.parametrize("fp8", [None, "dynamic", 0.02])
+def test_local_fused_add_rmsnorm(local, fp8):
+    n, rows, cols = local.nranks, 6, 4096
+    g = torch.Generator(device=DEV).manual_seed(21)
+    xs = [torch.randn((rows, cols), generator=g, device=DEV).to(torch.bfloat16) for _ in range(n)]
+    residual = torch.randn((rows, cols), generator=g, device=DEV).to(torch.bfloat16)
+    gamma = torch.randn((cols,), generator=g, device=DEV).to(torch.bfloat16)
+    want = (ref.group_sum(xs) + residual.float()).to(torch.bfloat16)
+    ref.poison_allocator(1 << 22)
+    out = local.fused_add_rmsnorm(xs, [residual.clone() for _ in range(n)], [gamma] * n, 1e-6,
+                                  fp8=fp8)
+    torch.cuda.synchronize()
+    exact = ref.rmsnorm_exact(want, gamma, 1e-6, 0.0)
+    for r in range(n):
+        assert torch.equal(out[1][r], want)
+        if fp8 is None:
+            ref.assert_close_normed(out[0][r], exact, f"rank {r}")
+        else:
+            ref.assert_fp8(out[0][r], out[2][r] if fp8 == "dynamic" else None, exact,
+                           None if fp8 == "dynamic" else fp8, f"rank {r}")
+    _same("normed", out[0])
+
+
+def test_local_argument_checks(local):
+    n = local.nranks
+    x = torch.zeros(8, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="x: Communicator.local takes a list"):
+        local.all_reduce(x)
+    with pytest.raises(TypeError, match=r"x\[1\] has dtype"):
+        local.all_reduce([x] + [x.float()] * (n - 1))
+    with pytest.raises(ValueError, match=r"x\[0\] is on cpu"):
+        local.all_reduce([x.cpu()] + [x] * (n - 1))
+    with pytest.raises(collgen.InvalidArgument, match="group_size 3"):
+        local.all_reduce([x] * n, group_size=3)
+
+
+def test_torch_dtypes_follow_the_catalog():
+    for name, value in collgen.DTYPES.items():
+        assert name in ct.TORCH_DTYPES, f"catalog dtype {name} has no torch dtype"
+        assert torch.empty((), dtype=ct.TORCH_DTYPES[name]).element_size() == \
+            collgen.catalog.dtype_bytes(name)
