@@ -232,7 +232,7 @@ class Communicator:
             raise ValueError(f"{argument} must be contiguous")
         if dtype is not None and t.dtype != dtype:
             raise TypeError(f"{argument} has dtype {t.dtype}, expected {dtype}")
-        if shape is not None and tuple(t.shape) != tuple(shape):
+        if shape is not None and t.shape != shape:
             raise ValueError(f"{argument} has shape {tuple(t.shape)}, expected {tuple(shape)}")
         if any_dtype:
             return None

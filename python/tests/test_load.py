@@ -1,0 +1,153 @@
+"""Finding and loading libcollgen.so, and refusing a library that does not
+match the package: $COLLGEN_LIBRARY, next to the package, the system
+loader; every failure names each place tried; struct sizes are checked."""
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import collgen
+from collgen import _abi, _library
+from conftest import PACKAGE_DIR, PYTHON, library_env
+
+# Prints the class and message of the import's failure, or "imported <path>".
+IMPORT = """
+try:
+    import collgen
+except ImportError as e:
+    print(type(e).__module__ + "." + type(e).__name__)
+    print(e)
+else:
+    print("imported " + collgen.library_path())
+"""
+
+
+def run_import(env, code=IMPORT, cwd=None):
+    """Runs ``code`` in a fresh interpreter with ``env``; returns its stdout lines."""
+    p = subprocess.run([PYTHON, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def package_copy(tmp_path):
+    """A copy of the package (its .py files only) under tmp_path; returns its parent."""
+    root = tmp_path / "site"
+    shutil.copytree(PACKAGE_DIR, root / "collgen",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so*", "torch"))
+    return root
+
+
+def test_loads_the_library_named_by_the_environment():
+    path = os.environ["COLLGEN_LIBRARY"]
+    assert collgen.library_path() == path
+    assert os.path.samefile(collgen.library_path(), path)
+    c = collgen.CONSTANTS
+    assert collgen.__version__ == f"{c['VERSION_MAJOR']}.{c['VERSION_MINOR']}.{c['VERSION_PATCH']}"
+
+
+def test_missing_explicit_library_is_named(tmp_path):
+    missing = str(tmp_path / "nowhere" / "libcollgen.so")
+    out = run_import(library_env(COLLGEN_LIBRARY=missing))
+    assert out[0] == "collgen._library.LibraryNotFound"
+    assert issubclass(collgen.LibraryNotFound, ImportError)
+    text = "\n".join(out[1:])
+    assert f"$COLLGEN_LIBRARY: {missing} (no such file)" in text
+    assert "next to the package" not in text, "an explicit path must be the only place tried"
+
+
+def test_library_without_catalog_is_refused(fake_cuda_path):
+    out = run_import(library_env(COLLGEN_LIBRARY=fake_cuda_path))
+    assert out[0] == "collgen._library.LibraryNotFound"
+    assert f"{fake_cuda_path} (loaded, but it has no collgen_catalog_entry" in "\n".join(out[1:])
+
+
+def test_without_library_every_place_tried_is_named(tmp_path):
+    root = package_copy(tmp_path)
+    env = library_env(COLLGEN_LIBRARY=None, LD_LIBRARY_PATH="")
+    env["PYTHONPATH"] = str(root)
+    out = run_import(env, cwd=str(tmp_path))
+    if out[0].startswith("imported "):
+        pytest.skip(f"a libcollgen is installed for the system loader here ({out[0]})")
+    assert out[0] == "collgen._library.LibraryNotFound"
+    text = "\n".join(out[1:])
+    here = root / "collgen"
+    for line in (f"next to the package: {here / 'libcollgen.so.0'} (no such file)",
+                 f"next to the package: {here / 'libcollgen.so'} (no such file)",
+                 "the system loader: libcollgen.so.0 (", "the system loader: libcollgen.so ("):
+        assert line in text, f"{line!r} not in:\n{text}"
+    assert "COLLGEN_LIBRARY" in text
+
+
+def test_library_next_to_the_package_is_found(tmp_path):
+    root = package_copy(tmp_path)
+    shutil.copyfile(os.environ["COLLGEN_LIBRARY"], root / "collgen" / "libcollgen.so.0")
+    env = library_env(COLLGEN_LIBRARY=None, LD_LIBRARY_PATH="")
+    env["PYTHONPATH"] = str(root)
+    assert run_import(env, cwd=str(tmp_path)) == [
+        f"imported {root / 'collgen' / 'libcollgen.so.0'}"]
+
+
+def test_struct_sizes_match_the_library():
+    built = {e.name: e.value for e in _library.catalog["struct"]}
+    assert set(_abi.STRUCTS) <= set(built)
+    for name, cls in _abi.STRUCTS.items():
+        assert built[name] == ctypes.sizeof(cls), name
+    assert _abi._check_struct_sizes() is None
+
+
+def _catalog_with(struct_name, size):
+    """A copy of the catalog whose "struct" table says ``struct_name`` is
+    ``size`` bytes (None: leaves it out)."""
+    cat = dict(_library.catalog)
+    rows = [e for e in cat["struct"] if e.name != struct_name]
+    if size is not None:
+        rows.append(_library.Entry(struct_name, size, 8))
+    cat["struct"] = rows
+    return cat
+
+
+def test_struct_size_mismatch_names_both_sizes(monkeypatch):
+    real = ctypes.sizeof(_abi.CommOptions)
+    monkeypatch.setattr(_abi, "catalog", _catalog_with("collgen_comm_options_t", real + 8))
+    with pytest.raises(collgen.LibraryNotFound) as e:
+        _abi._check_struct_sizes()
+    assert (f"collgen_comm_options_t is {real + 8} bytes in the library but {real} "
+            "in this package's declaration") in str(e.value)
+
+
+def test_struct_missing_from_the_library_is_refused(monkeypatch):
+    monkeypatch.setattr(_abi, "catalog", _catalog_with("collgen_comm_health_t", None))
+    with pytest.raises(collgen.LibraryNotFound, match="does not describe collgen_comm_health_t"):
+        _abi._check_struct_sizes()
+
+
+def test_import_refuses_a_struct_mismatch():
+    # _library loads under a bare package (so that nothing imports _abi
+    # yet), its catalog is made to say 8 bytes less (as if the package
+    # declared a field more), then _abi's import-time check runs.
+    code = f"""
+import sys, types
+pkg = types.ModuleType("collgen")
+pkg.__path__ = [{PACKAGE_DIR!r}]
+sys.modules["collgen"] = pkg
+import collgen._library as L
+real = {{e.name: e.value for e in L.catalog["struct"]}}["collgen_comm_info_t"]
+for e in L.catalog["struct"]:
+    if e.name == "collgen_comm_info_t":
+        e.value = real - 8
+try:
+    import collgen._abi
+except ImportError as e:
+    print(type(e).__name__)
+    print(e)
+    print(real)
+"""
+    out = run_import(library_env(), code=code)
+    assert out[0] == "LibraryNotFound", out
+    real = int(out[-1])
+    assert (f"collgen_comm_info_t is {real - 8} bytes in the library but {real} in this "
+            "package's declaration") in out[1]
