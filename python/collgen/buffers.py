@@ -44,12 +44,14 @@ def c_int64_arg(value, argument):
 
 class View:
     """One buffer of a call: ``ptr`` (int, 0 for none), ``shape`` (tuple of
-    ints) and ``dtype`` (a catalog name, or None when unknown)."""
+    ints), ``dtype`` (a catalog name, or None when unknown), ``nbytes``
+    (None for a raw pointer, whose size nobody knows) and ``readonly``."""
 
-    __slots__ = ("ptr", "shape", "dtype")
+    __slots__ = ("ptr", "shape", "dtype", "nbytes", "readonly")
 
-    def __init__(self, ptr, shape, dtype):
+    def __init__(self, ptr, shape, dtype, nbytes=None, readonly=False):
         self.ptr, self.shape, self.dtype = ptr, shape, dtype
+        self.nbytes, self.readonly = nbytes, readonly
 
     @property
     def numel(self):
@@ -103,7 +105,14 @@ def view(obj, argument, dtype=None, shape=None):
         return View(ptr, _shape_arg(shape, argument), dtype)
     dims = _shape_arg(cai["shape"], argument)
     typestr = cai["typestr"]
-    itemsize = int(typestr[2:])
+    try:
+        itemsize = int(typestr[2:])
+    except (TypeError, ValueError):
+        raise ValueError(f"{argument}: typestr {typestr!r} is not an array-interface "
+                         "type") from None
+    data = cai.get("data")
+    if data is None:
+        data = (0, False)   # the interface's "no memory" (a zero-size array)
     strides = cai.get("strides")
     if strides is not None:
         expect, want = itemsize, []
@@ -118,4 +127,8 @@ def view(obj, argument, dtype=None, shape=None):
             raise ValueError(f"{argument}: dtype {dtype} has {dtype_bytes(dtype)}-byte elements, "
                              f"the array {itemsize}-byte ones ({typestr})")
         name = dtype
-    return View(int(cai["data"][0]), dims, name)
+    numel = 1
+    for d in dims:
+        numel *= d
+    ptr = _int_in(data[0], f"{argument}: data pointer", 0, (1 << 64) - 1)
+    return View(ptr, dims, name, numel * itemsize, bool(data[1]))

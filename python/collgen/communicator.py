@@ -25,7 +25,7 @@ from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
 
 from ._abi import ALLGATHER_FN, CommHealth, CommInfo, CommOptions, Shape, lib
 from .buffers import c_int64_arg, c_int_arg, view
-from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, lookup
+from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, dtype_bytes, lookup
 from .errors import InvalidArgument, check, last_error
 from .unique_id import UniqueId
 
@@ -312,12 +312,25 @@ class Communicator:
             out.append(s)
         return out
 
-    def _views(self, value, argument, dtype, shape, optional=False):
+    def _views(self, value, argument, dtype, shape, output=False, need_bytes=None):
+        """Views of one argument's per-rank buffers. An array-interface
+        buffer must hold at least ``need_bytes[r]`` bytes (what the call
+        reads or writes there), and an output must be writable; a raw
+        pointer is taken on trust (the library cannot see its size)."""
         items = self._per_rank(value, argument)
-        if optional and all(v is None for v in items):
-            return [None] * len(items)
-        return [view(v, argument if len(items) == 1 else f"{argument}[{r}]", dtype, shape)
-                for r, v in enumerate(items)]
+        views = []
+        for r, v in enumerate(items):
+            name = argument if len(items) == 1 else f"{argument}[{r}]"
+            w = view(v, name, dtype, shape)
+            if w.nbytes is not None:
+                if output and w.readonly:
+                    raise ValueError(f"{name}: the array is read-only")
+                need = need_bytes[r] if need_bytes is not None else None
+                if need is not None and w.nbytes < need:
+                    raise ValueError(f"{name}: the array holds {w.nbytes} bytes; the call "
+                                     f"{'writes' if output else 'reads'} {need}")
+            views.append(w)
+        return views
 
     @staticmethod
     def _dtype(views, dtype, argument):
@@ -327,44 +340,70 @@ class Communicator:
                             "array-interface type); pass dtype=")
         return lookup(DTYPES, name, "dtype"), name
 
+    @staticmethod
+    def _same_ndim(views, argument):
+        """The tensor rank every rank's view shares (the library reads that
+        many dimensions of every rank's shape)."""
+        ndim = len(views[0].shape)
+        for r, v in enumerate(views):
+            if len(v.shape) != ndim:
+                raise ValueError(f"{argument}[{r}]: shape {v.shape} has {len(v.shape)} dimensions "
+                                 f"but {argument}[0]'s {views[0].shape} has {ndim}: the ranks' "
+                                 "shapes differ")
+        return ndim
+
+    @staticmethod
+    def _shape_arrays(views, ndim):
+        arrays = [(c_int64 * max(1, ndim))(*v.shape) for v in views]
+        return arrays, (POINTER(c_int64) * len(arrays))(*arrays)
+
     def all_reduce(self, input, output, *, group_size=0, stream=None, dtype=None, shape=None):
         """Sums ``input`` over each group of ``group_size`` ranks (0 = all)
         into ``output`` (may be ``input``). Bitwise equal on every rank."""
         ins = self._views(input, "input", dtype, shape)
-        outs = self._views(output, "output", dtype or ins[0].dtype, shape or ins[0].shape)
-        dt, _ = self._dtype(ins, dtype, "input")
+        dt, name = self._dtype(ins, dtype, "input")
+        size = [v.numel * dtype_bytes(name) for v in ins]
+        outs = self._views(output, "output", name, shape or ins[0].shape, True, size)
         g = c_int_arg(group_size, "group_size")
         streams = self._streams(stream)
-        ndim = len(ins[0].shape)
-        for r, v in enumerate(ins):
-            if len(v.shape) != ndim:  # the library reads ndim dimensions of every shape
-                raise ValueError(f"input[{r}]: shape {v.shape} has {len(v.shape)} dimensions but "
-                                 f"input[0]'s {ins[0].shape} has {ndim}: the ranks' shapes differ")
-        shapes = [(c_int64 * max(1, len(v.shape)))(*v.shape) for v in ins]
+        ndim = self._same_ndim(ins, "input")
+        arrays, sp = self._shape_arrays(ins, ndim)
         if self.is_local:
-            sp = (POINTER(c_int64) * len(shapes))(*shapes)
             rc = lib.collgen_allreduce_sum(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
                                            _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
         else:
-            rc = lib.collgen_rank_allreduce_sum(self._ptr(), dt, ndim, shapes[0], ins[0].ptr,
+            rc = lib.collgen_rank_allreduce_sum(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
                                                 outs[0].ptr, g, streams[0])
         self._check(rc)
+
+    def _group_rows(self, rows, group_size, rank):
+        """Rows gathered by `rank`'s group, or 0 when group_size is bad (the
+        library then refuses the call with its own message)."""
+        g = group_size or self.nranks
+        if g <= 0 or self.nranks % g:
+            return 0
+        first = rank // g * g
+        return sum(rows[first:first + g])
 
     def all_gather_rmsnorm(self, shard, weight, normed, residual, eps, *, weight_offset=0.0,
                            shard_rows=None, group_size=0, stream=None, dtype=None, shape=None):
         """Gathers every rank's row shard of its group into ``residual`` and
         writes its RMSNorm into ``normed`` (both [sum of rows, cols]).
         One process per GPU: ``shard_rows`` lists every rank's shard rows
-        (default: all equal to this rank's)."""
+        (default: all equal to this rank's); the shards are then described
+        to the library as [rows, cols]."""
         shards = self._views(shard, "shard", dtype, shape)
         dt, name = self._dtype(shards, dtype, "shard")
-        gam = self._views(weight, "weight", name, None if shape is None else shape[-1:])
-        nrm = self._views(normed, "normed", name, ())
-        res = self._views(residual, "residual", name, ())
+        b = dtype_bytes(name)
+        g = c_int_arg(group_size, "group_size")
         cols = shards[0].shape[-1] if shards[0].shape else 0
         if self.is_local:
+            if shard_rows is not None:
+                raise TypeError("shard_rows: one process for all GPUs reads every shard's rows "
+                                "from its own shape")
+            ndim = self._same_ndim(shards, "shard")
             rows = [v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0 for v in shards]
-            col_of = [v.shape[-1] if v.shape else 0 for v in shards]
+            arrays, sp = self._shape_arrays(shards, ndim)
         else:
             mine = shards[0].numel // cols if cols else 0
             rows = [mine] * self.nranks if shard_rows is None else [
@@ -374,20 +413,24 @@ class Communicator:
             if rows[self.rank] != mine:
                 raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
                                  f"shard has {mine} rows")
-            col_of = [cols] * self.nranks
-        arrays = [(c_int64 * 2)(r, c) for r, c in zip(rows, col_of)]
-        sp = (POINTER(c_int64) * len(arrays))(*arrays)
-        g = c_int_arg(group_size, "group_size")
+            ndim = 2
+            arrays, sp = self._shape_arrays([_Dims((r, cols)) for r in rows], 2)
+        me = range(self.nranks) if self.is_local else [self.rank]
+        own_cols = [v.shape[-1] if v.shape else 0 for v in shards]   # differ: refused below
+        out_bytes = [self._group_rows(rows, g, r) * c * b for r, c in zip(me, own_cols)]
+        gam = self._views(weight, "weight", name, (cols,), need_bytes=[c * b for c in own_cols])
+        nrm = self._views(normed, "normed", name, (), True, out_bytes)
+        res = self._views(residual, "residual", name, (), True, out_bytes)
         streams = self._streams(stream)
         wo = float(weight_offset)
         if self.is_local:
             rc = lib.collgen_allgather_rmsnorm(
-                self._ptr(), dt, 2, sp, _ptrs([v.ptr for v in shards]), _ptrs([v.ptr for v in nrm]),
-                _ptrs([v.ptr for v in res]), _ptrs([v.ptr for v in gam]), float(eps), wo, g,
-                _ptrs(streams))
+                self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in shards]),
+                _ptrs([v.ptr for v in nrm]), _ptrs([v.ptr for v in res]),
+                _ptrs([v.ptr for v in gam]), float(eps), wo, g, _ptrs(streams))
         else:
             rc = lib.collgen_rank_allgather_rmsnorm(
-                self._ptr(), dt, 2, sp, shards[0].ptr, nrm[0].ptr, res[0].ptr, gam[0].ptr,
+                self._ptr(), dt, ndim, sp, shards[0].ptr, nrm[0].ptr, res[0].ptr, gam[0].ptr,
                 float(eps), wo, g, streams[0])
         self._check(rc)
 
@@ -400,60 +443,75 @@ class Communicator:
         row into ``scales``) or a float (one static scale)."""
         xs = self._views(x, "x", dtype, shape)
         dt, name = self._dtype(xs, dtype, "x")
+        b = dtype_bytes(name)
+        ndim = self._same_ndim(xs, "x")
         row_shape = xs[0].shape
-        res = self._views(residual, "residual", name, row_shape)
-        gam = self._views(weight, "weight", name, row_shape[-1:])
-        out_res = self._views(residual_out, "residual_out", name, row_shape)
-        nrm = self._views(normed, "normed", None, ())
         cols = row_shape[-1] if row_shape else 0
         rows = xs[0].numel // cols if cols else 0
-        shapes = [(c_int64 * 2)(v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0,
-                                v.shape[-1] if v.shape else 0) for v in xs]
-        g = c_int_arg(group_size, "group_size")
-        streams = self._streams(stream)
-        eps, wo = float(eps), float(weight_offset)
-        ptrs = lambda vs: [0 if v is None else v.ptr for v in vs]  # noqa: E731
+        n = len(xs)
         if fp8 is None:
+            mode, static = None, 0.0
             if scales is not None:
                 raise TypeError("scales: only with fp8='dynamic'")
-            if self.is_local:
-                sp = (POINTER(c_int64) * len(shapes))(*shapes)
-                rc = lib.collgen_allreduce_residual_rmsnorm(
-                    self._ptr(), dt, 2, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
-                    _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
-            else:
-                rc = lib.collgen_rank_allreduce_residual_rmsnorm(
-                    self._ptr(), dt, 2, shapes[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
-                    out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
-            self._check(rc)
-            return
-        if isinstance(fp8, str):
-            mode, static = lookup(FP8_MODES, fp8, "fp8"), 0.0
+        elif isinstance(fp8, str):
+            lookup(FP8_MODES, fp8, "fp8")
             if fp8 != "dynamic":
                 raise ValueError("fp8: 'dynamic' or a static scale (float)")
-            sc = self._views(scales, "scales", "f32", (rows,))
+            mode, static = FP8_MODES["dynamic"], 0.0
         elif isinstance(fp8, (int, float)) and not isinstance(fp8, bool):
             mode, static = FP8_MODES["static"], float(fp8)
             if scales is not None:
                 raise TypeError("scales: not with a static fp8 scale")
-            sc = [None] * len(xs)
         else:
             raise TypeError(f"fp8 must be None, 'dynamic' or a float, not {type(fp8).__name__}")
-        if self.is_local:
-            sp = (POINTER(c_int64) * len(shapes))(*shapes)
+        full = [rows * cols * b] * n
+        res = self._views(residual, "residual", name, row_shape, need_bytes=full)
+        gam = self._views(weight, "weight", name, row_shape[-1:], need_bytes=[cols * b] * n)
+        out_res = self._views(residual_out, "residual_out", name, row_shape, True, full)
+        nrm = self._views(normed, "normed", None, (), True,
+                          full if mode is None else [rows * cols] * n)
+        sc = self._views(scales, "scales", "f32", (rows,), True, [rows * 4] * n) \
+            if mode == FP8_MODES["dynamic"] else [None] * n
+        arrays, sp = self._shape_arrays(xs, ndim)
+        g = c_int_arg(group_size, "group_size")
+        streams = self._streams(stream)
+        eps, wo = float(eps), float(weight_offset)
+
+        def ptrs(vs):
+            return [0 if v is None else v.ptr for v in vs]
+
+        if mode is None and self.is_local:
+            rc = lib.collgen_allreduce_residual_rmsnorm(
+                self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
+                _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
+        elif mode is None:
+            rc = lib.collgen_rank_allreduce_residual_rmsnorm(
+                self._ptr(), dt, ndim, arrays[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
+                out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
+        elif self.is_local:
             # Static: no row_scales array at all (NULL), as the library requires.
-            fscales = None if mode == FP8_MODES["static"] else (POINTER(c_float) * len(sc))(
+            fscales = None if mode == FP8_MODES["static"] else (POINTER(c_float) * n)(
                 *[ctypes.cast(p, POINTER(c_float)) for p in ptrs(sc)])
             rc = lib.collgen_allreduce_residual_rmsnorm_fp8(
-                self._ptr(), dt, 2, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
+                self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
                 fscales, _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, mode, static, g,
                 _ptrs(streams))
         else:
             rc = lib.collgen_rank_allreduce_residual_rmsnorm_fp8(
-                self._ptr(), dt, 2, shapes[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
+                self._ptr(), dt, ndim, arrays[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
                 ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr, eps, wo,
                 mode, static, g, streams[0])
         self._check(rc)
+
+
+class _Dims:
+    """A shape alone, where the library needs one that no buffer has (the
+    peers' shards in all_gather_rmsnorm)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
 
 
 def _unique_id_arg(unique_id):

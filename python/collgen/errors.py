@@ -26,7 +26,8 @@ class Error(RuntimeError):
     def __init__(self, message, status=None):
         if status is not None:
             self.status = status
-        self.name = lib.collgen_status_name(self.status).decode()
+        self.name = (lib.collgen_status_name(self.status).decode() if self.status is not None
+                     else "COLLGEN_ERR_UNKNOWN")
         self.message = message
         super().__init__(f"{self.name}: {message}")
 

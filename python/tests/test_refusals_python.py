@@ -139,10 +139,49 @@ def test_untouched_check_sees_one_written_byte(bad_env):
         e.assert_untouched()
 
 
-@pytest.mark.xfail(strict=True, reason="the package does not compare an output array's size "
-                                       "with the input's: the library writes past it")
 def test_too_small_output_array_is_refused(bad_env):
     e = bad_env
     with pytest.raises(ValueError, match="output"):
         e.comm.all_reduce(bf16(e.IN, (1000,)), bf16(e.OUT, (10,)), dtype="bf16")
     bad_env.assert_untouched()
+
+
+def test_too_small_rmsnorm_buffers_are_refused(bad_env):
+    e = bad_env
+    sh = (4, 1024)
+    with pytest.raises(ValueError, match=r"weight\[0\]: the array holds 1024 bytes; the call "
+                                         r"reads 2048"):
+        e.comm.fused_add_rmsnorm(bf16(e.IN, sh), bf16(e.RES, sh), bf16(e.GAM, (512,)),
+                                 bf16(e.NRM, sh), bf16(e.OUT, sh), 1e-6, dtype="bf16")
+    with pytest.raises(ValueError, match=r"residual\[0\]: the array holds 8192 bytes; the call "
+                                         r"writes 16384"):
+        e.comm.all_gather_rmsnorm(bf16(e.IN, sh), bf16(e.GAM, (1024,)), bf16(e.NRM, (8, 1024)),
+                                  bf16(e.RES, sh), 1e-6, dtype="bf16")
+    with pytest.raises(ValueError, match=r"scales\[0\]: the array holds 8 bytes; the call writes 16"):
+        e.comm.fused_add_rmsnorm(bf16(e.IN, sh), bf16(e.RES, sh), bf16(e.GAM, (1024,)),
+                                 bf16(e.NRM, sh), bf16(e.OUT, sh), 1e-6, dtype="bf16",
+                                 fp8="dynamic", scales=[DeviceArray(p, (2,), "<f4")
+                                                        for p in e.SPR])
+    bad_env.assert_untouched()
+
+
+def test_read_only_output_is_refused(bad_env):
+    e = bad_env
+    outs = bf16(e.OUT, (1000,))
+    outs[1].__cuda_array_interface__["data"] = (e.OUT[1], True)
+    with pytest.raises(ValueError, match=r"output\[1\]: the array is read-only"):
+        e.comm.all_reduce(bf16(e.IN, (1000,)), outs, dtype="bf16")
+    bad_env.assert_untouched()
+
+
+def test_shard_rows_is_refused_in_local_mode(bad_env):
+    e = bad_env
+    with pytest.raises(TypeError, match="shard_rows: one process for all GPUs"):
+        e.comm.all_gather_rmsnorm(bf16(e.IN, (4, 1024)), bf16(e.GAM, (1024,)), e.NRM, e.RES,
+                                  1e-6, dtype="bf16", shard_rows=[4, 4])
+    bad_env.assert_untouched()
+
+
+def test_error_without_status_is_unknown():
+    err = collgen.Error("made by hand")
+    assert err.name == "COLLGEN_ERR_UNKNOWN" and err.message == "made by hand"
