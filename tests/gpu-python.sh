@@ -8,16 +8,8 @@
 # (with PYTEST_ARGS, only the GPU suite runs, with those arguments)
 set -u
 cd "$(dirname "$0")/.."
-D=$PWD/.deps/usr
-export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-export COLLGEN_CACHE_DIR=$PWD/build-gpu/cache
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-if [ "${1:-}" = --no-build ]; then shift; else
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$D" \
-    -DCMAKE_C_FLAGS="-I$D/include/x86_64-linux-gnu" -DCOLLGEN_WERROR=ON > "$OUT/configure.log" 2>&1 &&
-    cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-fi
+. tests/gpu-env.sh
+if [ "${1:-}" = --no-build ]; then shift; else gpu_build || exit 1; fi
 PY=${PYTHON:-python3}
 site=$(mktemp -d)
 $PY -m pip install --no-build-isolation --no-deps --no-index --target "$site" ./python \

@@ -6,14 +6,8 @@
 # Usage: bash tests/gpu-quick.sh [TEST_GPU_FILTER]
 set -u
 cd "$(dirname "$0")/.."
-D=$PWD/.deps/usr
-export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-export COLLGEN_CACHE_DIR=$PWD/build-gpu/cache
-OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$D" \
-  -DCMAKE_C_FLAGS="-I$D/include/x86_64-linux-gnu" -DCOLLGEN_WERROR=ON > "$OUT/configure.log" 2>&1 &&
-  cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+. tests/gpu-env.sh
+gpu_build || exit 1
 filter=${1:-}
 ./build-gpu/tests/test_gpu --verbose --jobs 1 ${filter:+--filter "$filter"} > "$OUT/gpu_tests.log" 2>&1
 echo "gpu_tests rc=$?: $(grep Synthesis "$OUT/gpu_tests.log")"

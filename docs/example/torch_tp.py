@@ -22,7 +22,6 @@ time-sliced, so that time says nothing about speed.
 
 import argparse
 import os
-import time
 
 import torch
 import torch.distributed as dist

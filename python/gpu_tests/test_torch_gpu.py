@@ -122,6 +122,10 @@ def _same(what, tensors):
 
 def test_local_all_reduce(local):
     n = local.nranks
+    local.prepare("all_reduce", torch.bfloat16, (4097,))
+    info = local.info()
+    assert info["nranks"] == n and info["devices"] == [0] * n and info["route"][n] == ["p2p"]
+    assert local.health() == [{"state": "ok", "peer": None}] * n
     for dtype, size in ((torch.bfloat16, 4097), (torch.float32, 1 << 18)):
         xs = ref.inputs(11 + size, n, (size,), dtype)
         want = ref.group_sum(xs).to(dtype)

@@ -151,3 +151,22 @@ except ImportError as e:
     real = int(out[-1])
     assert (f"collgen_comm_info_t is {real - 8} bytes in the library but {real} in this "
             "package's declaration") in out[1]
+
+
+def test_cmake_install_puts_the_package_beside_its_library(tmp_path):
+    """cmake --install of the build ctest runs from: the package lands in
+    <prefix>/<COLLGEN_PYTHON_INSTALL_DIR> with libcollgen.so inside it, and
+    imports from there with no $COLLGEN_LIBRARY."""
+    build, cmake = os.environ.get("COLLGEN_TEST_BUILD_DIR"), os.environ.get("COLLGEN_TEST_CMAKE")
+    if not build or not cmake:
+        pytest.skip("COLLGEN_TEST_BUILD_DIR / COLLGEN_TEST_CMAKE unset (ctest sets them)")
+    prefix = tmp_path / "prefix"
+    p = subprocess.run([cmake, "--install", build, "--prefix", str(prefix)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    site = prefix / "lib" / "python3" / "site-packages"
+    assert (site / "collgen" / "torch" / "ops.py").exists()
+    env = library_env(COLLGEN_LIBRARY=None, LD_LIBRARY_PATH="")
+    env["PYTHONPATH"] = str(site)
+    assert run_import(env, cwd=str(tmp_path)) == [
+        f"imported {site / 'collgen' / 'libcollgen.so.0'}"]

@@ -16,8 +16,6 @@ See docs/python.md.
 
 import torch as _torch
 
-from ..errors import Error  # noqa: F401
-
 
 def _version_tuple(v):
     out = []

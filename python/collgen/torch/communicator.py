@@ -121,6 +121,7 @@ class Communicator:
         self.handle = next(_NEXT_HANDLE)
         self._h = core._ptr()
         self._tensors = []   # tensors of empty(), alive until close()
+        self._dims_cache = {}
         # Ranks that share a GPU (allow_shared_devices) cannot share its
         # current stream: rank 0's kernel would wait for rank 1's, queued
         # behind it. They get a stream each, forked from and joined back
@@ -299,13 +300,24 @@ class Communicator:
         self._eager_all_reduce(dt, x, out, group_size)
         return out
 
+    def _dims(self, shape):
+        """The int64 array of a tensor shape for the library, made once per
+        shape (the library only reads it)."""
+        dims = self._dims_cache.get(shape)
+        if dims is None:
+            if not 1 <= len(shape) <= 8:
+                raise ValueError(f"collgen takes tensors of 1 to 8 dimensions, not {len(shape)}")
+            if len(self._dims_cache) > 1024:
+                self._dims_cache.clear()
+            dims = self._dims_cache[shape] = _DIMS[len(shape)](*shape)
+        return dims
+
     def _eager_all_reduce(self, dt, x, out, group_size):
-        if not 1 <= x.dim() <= 8:
-            raise ValueError(f"x: collgen takes tensors of 1 to 8 dimensions, not {x.dim()}")
-        shape = _DIMS[x.dim()](*x.shape)
+        if type(group_size) is not int or not -(1 << 31) <= group_size < (1 << 31):
+            group_size = c_int_arg(group_size, "group_size")
         self._fail(lib.collgen_rank_allreduce_sum(
-            self._h, dt, x.dim(), shape, x.data_ptr(), out.data_ptr(),
-            c_int_arg(group_size, "group_size"), self._stream()))
+            self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(), group_size,
+            self._stream()))
 
     def _local_all_reduce(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
