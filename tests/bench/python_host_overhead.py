@@ -8,8 +8,8 @@ Starts nranks processes (gloo bootstrap; they may share one GPU: the time
 measured is the host's, from a call to its return, so time-slicing does
 not enter it). Every way of calling is first checked against the torch
 reference. Each is then timed as bursts of BURST calls (timed) followed
-by a synchronize (not timed); the median over bursts, per call, is
-printed by rank 0, with the cost of a trivial ctypes call
+by a synchronize (not timed), the ways taking turns burst by burst; the
+median over bursts, per call, is printed by rank 0, with the cost of a trivial ctypes call
 (collgen_comm_check) as the floor of any call through ctypes.
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-BURST, BURSTS = 50, 60
+BURST, BURSTS = 50, 100
 
 
 def worker():
@@ -67,17 +67,18 @@ def worker():
         got = out if not isinstance(r, torch.Tensor) else r
         assert isinstance(r, (int, torch.Tensor)) and (not isinstance(r, int) or r == 0), r
         assert torch.equal(got, want), f"{name}: wrong result"
-    results = {}
-    for name, fn in ways.items():
-        dist.barrier()
-        per_call = []
-        for _ in range(BURSTS):
+    # The ways take turns, one burst each per round, so that drift of the
+    # machine (clocks, the other rank's work) reaches all of them alike.
+    per_call = {name: [] for name in ways}
+    dist.barrier()
+    for _ in range(BURSTS):
+        for name, fn in ways.items():
             t0 = time.perf_counter()
             for _ in range(BURST):
                 fn()
-            per_call.append((time.perf_counter() - t0) / BURST * 1e6)
+            per_call[name].append((time.perf_counter() - t0) / BURST * 1e6)
             torch.cuda.synchronize()
-        results[name] = sorted(per_call)[len(per_call) // 2]
+    results = {name: sorted(v)[len(v) // 2] for name, v in per_call.items()}
     comm.check()
     if rank == 0:
         print(f"host time per call, 8 KB bf16 allreduce, {world} processes"
