@@ -26,7 +26,7 @@ if [ $# -eq 0 ]; then
   grep -E "^(FAILED|ERROR)" "$OUT/pytest-cpu.log" | head -20
 fi
 ( unset COLLGEN_TEST_FAKE_CUDA; cd python/gpu_tests &&
-  $PY -m pytest -v -rs -s -p no:cacheprovider "$@" . ) > "$OUT/pytest-gpu.log" 2>  $PY -m pytest -q -rs -s -p no:cacheprovider "$@" . ) > "$OUT/pytest-gpu.log" 2>&11
+  $PY -m pytest -v -rs -s -p no:cacheprovider "$@" . ) > "$OUT/pytest-gpu.log" 2>&1
 echo "pytest python/gpu_tests rc=$?: $(tail -1 "$OUT/pytest-gpu.log")"
 grep -E "^(FAILED|ERROR)|abort:" "$OUT/pytest-gpu.log" | head -20
 [ $# -gt 0 ] && exit 0

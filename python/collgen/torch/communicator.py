@@ -71,8 +71,7 @@ def _arrays(tensors):
     return None if tensors is None else [_Array(t) for t in tensors]
 
 
-def _is_compiling():
-    return torch.compiler.is_compiling()
+_is_compiling = torch.compiler.is_compiling
 
 
 class Communicator:
@@ -287,7 +286,7 @@ class Communicator:
         """The sum of ``x`` over each group of ``group_size`` ranks (0: all),
         bitwise equal on every rank, into ``out`` (allocated when None; may
         be ``x``). Returns ``out``. Local mode: lists of tensors."""
-        if self.is_local:
+        if self.rank is None:
             return self._local_all_reduce(x, out, group_size)
         if _is_compiling():
             r = torch.ops.collgen.all_reduce(x, self.handle, group_size)
@@ -321,9 +320,11 @@ class Communicator:
     def _eager_all_reduce(self, dt, x, out, group_size):
         if type(group_size) is not int or not -(1 << 31) <= group_size < (1 << 31):
             group_size = c_int_arg(group_size, "group_size")
-        self._fail(lib.collgen_rank_allreduce_sum(
-            self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(), group_size,
-            self._stream()))
+        stream = _RAW_STREAM(self._index) if _RAW_STREAM is not None else self._stream()
+        rc = lib.collgen_rank_allreduce_sum(self._h, dt, x.dim(), self._dims(x.shape),
+                                            x.data_ptr(), out.data_ptr(), group_size, stream)
+        if rc:
+            self._fail(rc)
 
     def _local_all_reduce(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
