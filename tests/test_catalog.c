@@ -148,3 +148,82 @@ Test(catalog, docs_agree_with_the_tree_and_the_catalog) {
               collgen__dtype_at(d)->name);
   free(api);
 }
+
+/* The binding catalog (collgen_catalog_entry) says what the header says:
+** every status, op, dtype, FP8 mode, transport and rank state in order
+** with its value and detail, each public struct's sizeof, the constants;
+** and refuses an unknown table or an index out of range, touching no
+** output. */
+Test(catalog, binding_catalog_matches_the_header) {
+  struct row { const char *name; int64_t value, detail; };
+#define STATUS_ROW(name, value, desc) {#name, value, 0},
+  static const struct row status[] = {COLLGEN_ERRNO_MAP(STATUS_ROW)};
+#define DTYPE_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, bytes},
+  static const struct row dtype[] = {COLLGEN_DTYPE_MAP(DTYPE_ROW)};
+#define OP_ROW(NAME, value, id, tpl, kind, min_rank) {#id, value, min_rank},
+  static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
+#define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
+  static const struct row fp8[] = {COLLGEN_FP8_MAP(FP8_ROW)};
+#define NAMED_ROW(NAME, value, id) {#id, value, 0},
+  static const struct row transport[] = {COLLGEN_TRANSPORT_MAP(NAMED_ROW)};
+  static const struct row rank_state[] = {COLLGEN_RANK_STATE_MAP(NAMED_ROW)};
+  const struct { const char *table; const struct row *rows; int n; } tables[] = {
+      {"status", status, sizeof status / sizeof *status},
+      {"dtype", dtype, sizeof dtype / sizeof *dtype},
+      {"op", op, sizeof op / sizeof *op},
+      {"fp8", fp8, sizeof fp8 / sizeof *fp8},
+      {"transport", transport, sizeof transport / sizeof *transport},
+      {"rank_state", rank_state, sizeof rank_state / sizeof *rank_state}};
+  for (size_t t = 0; t < sizeof tables / sizeof *tables; ++t) {
+    cr_assert_eq(collgen_catalog_count(tables[t].table), tables[t].n, "%s", tables[t].table);
+    for (int i = 0; i < tables[t].n; ++i) {
+      const char *name = NULL;
+      int64_t value = 99, detail = 99;
+      cr_assert_eq(collgen_catalog_entry(tables[t].table, i, &name, &value, &detail), COLLGEN_OK);
+      cr_expect_str_eq(name, tables[t].rows[i].name, "%s[%d]", tables[t].table, i);
+      cr_expect_eq(value, tables[t].rows[i].value, "%s %s", tables[t].table, name);
+      cr_expect_eq(detail, tables[t].rows[i].detail, "%s %s", tables[t].table, name);
+    }
+  }
+  const struct { const char *name; size_t size; } structs[] = {
+      {"collgen_shape_t", sizeof(collgen_shape_t)}, {"collgen_plan_t", sizeof(collgen_plan_t)},
+      {"collgen_shape_class_t", sizeof(collgen_shape_class_t)},
+      {"collgen_kernel_info_t", sizeof(collgen_kernel_info_t)},
+      {"collgen_comm_options_t", sizeof(collgen_comm_options_t)},
+      {"collgen_comm_info_t", sizeof(collgen_comm_info_t)},
+      {"collgen_comm_health_t", sizeof(collgen_comm_health_t)},
+      {"collgen_unique_id_t", sizeof(collgen_unique_id_t)}};
+  int n = collgen_catalog_count("struct");
+  cr_assert_eq(n, (int)(sizeof structs / sizeof *structs));
+  for (int i = 0; i < n; ++i) {
+    const char *name;
+    int64_t size, align;
+    cr_assert_eq(collgen_catalog_entry("struct", i, &name, &size, &align), COLLGEN_OK);
+    cr_expect_str_eq(name, structs[i].name);
+    cr_expect_eq(size, (int64_t)structs[i].size, "%s", name);
+    cr_expect(align >= 1 && align <= 16 && size % align == 0, "%s align %lld", name,
+              (long long)align);
+  }
+  int found = 0;
+  for (int i = 0; i < collgen_catalog_count("constant"); ++i) {
+    const char *name;
+    int64_t value;
+    cr_assert_eq(collgen_catalog_entry("constant", i, &name, &value, NULL), COLLGEN_OK);
+    if (strcmp(name, "MAX_DEVICES") == 0) found += value == COLLGEN_MAX_DEVICES;
+    if (strcmp(name, "MAX_ELEMS") == 0) found += value == COLLGEN_MAX_ELEMS;
+    if (strcmp(name, "UNIQUE_ID_BYTES") == 0) found += value == COLLGEN_UNIQUE_ID_BYTES;
+  }
+  cr_expect_eq(found, 3, "MAX_DEVICES, MAX_ELEMS and UNIQUE_ID_BYTES with their values");
+
+  const char *name = "untouched";
+  int64_t value = 7;
+  cr_expect_eq(collgen_catalog_count("colors"), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_last_error(), "unknown table 'colors'"), "%s", collgen_last_error());
+  cr_expect_eq(collgen_catalog_count(NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_catalog_entry("dtype", -1, &name, &value, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect_eq(collgen_catalog_entry("dtype", collgen_catalog_count("dtype"), &name, &value,
+                                     NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_last_error(), "outside 0.."), "%s", collgen_last_error());
+  cr_expect_str_eq(name, "untouched");
+  cr_expect_eq(value, 7);
+}
