@@ -62,6 +62,9 @@ struct collgen_comm {
   /* NCCL (comm_nccl.c): this rank's communicator of its group of size s,
   ** where that group routes to NCCL; NULL elsewhere and after an abort. */
   collgen__nccl_comm_t nccl[COLLGEN_MAX_DEVICES + 1];
+  /* ... and the count of live CUDA graphs that captured calls on it
+  ** (nccl_graphs.c), so that releasing it never waits for them. */
+  struct collgen__nccl_graphs *nccl_graphs[COLLGEN_MAX_DEVICES + 1];
   int timeout_ms, max_blocks;
   int pdl;                /* options.pdl: launches carry the PDL attribute */
   unsigned launch_mask;
@@ -125,6 +128,25 @@ collgen_transport_t collgen__route_of(const collgen_comm_t *c, int size, int bas
 ** context current). Every rank fails together when a rank cannot load
 ** NCCL (COLLGEN_ERR_NO_NCCL naming it) or a creation fails. */
 int collgen__comm_nccl_open(collgen_comm_t *c);
+
+/* ---- CUDA graphs that hold NCCL work (nccl_graphs.c) ---- */
+
+typedef struct collgen__nccl_graphs collgen__nccl_graphs;
+/* A fresh count (no graph), held by its communicator; NULL without memory. */
+collgen__nccl_graphs *collgen__nccl_graphs_new(void);
+/* When `stream` is capturing a CUDA graph, counts that graph until CUDA
+** destroys it (a user object retained by the graph). Call it before the
+** NCCL work is enqueued: on failure (COLLGEN_ERR_CUDA, message in err)
+** nothing was counted and nothing must be launched. */
+int collgen__nccl_graphs_track(collgen__nccl_graphs *graphs, CUstream stream, char *err,
+                               size_t n);
+/* Destroys (abort 0) or aborts (abort 1) an NCCL communicator without
+** waiting for CUDA graphs: with none alive, now, returning NCCL's result;
+** else on a detached thread (NCCL returns there once the graphs are
+** destroyed), returning success at once. Ends the count's hold either
+** way (graphs may be NULL). */
+collgen__nccl_result collgen__nccl_release(collgen__nccl_comm_t comm, collgen__nccl_graphs *graphs,
+                                           int abort);
 /* Destroys this rank's NCCL communicators (ncclCommDestroy). */
 void collgen__comm_nccl_close(collgen_comm_t *c);
 /* Aborts them (ncclCommAbort; collgen_comm_abort). */

@@ -64,8 +64,10 @@ static int init_group(collgen_comm_t *c, int s, const collgen__nccl_id *id) {
       collgen__nccl.ncclCommInitRankConfig(&comm, s, *id, c->self - base, &cfg);
   char what[96];
   snprintf(what, sizeof what, "ncclCommInitRankConfig (ranks %d..%d)", base, base + s - 1);
-  const int rc = collgen__nccl_settle(comm, r, what,
+  int rc = collgen__nccl_settle(comm, r, what,
                                       c->timeout_ms, c->err, sizeof c->err);
+  if (rc == COLLGEN_OK && !(c->nccl_graphs[s] = collgen__nccl_graphs_new()))
+    rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "no memory for %s", what);
   if (rc == COLLGEN_OK) {
     c->nccl[s] = comm;
   } else if (comm) {
@@ -114,8 +116,9 @@ out:
 void collgen__comm_nccl_close(collgen_comm_t *c) {
   for (int s = 0; s <= COLLGEN_MAX_DEVICES; ++s)
     if (c->nccl[s]) {
-      collgen__nccl.ncclCommDestroy(c->nccl[s]);
+      collgen__nccl_release(c->nccl[s], c->nccl_graphs[s], 0);
       c->nccl[s] = NULL;
+      c->nccl_graphs[s] = NULL;
     }
 }
 
@@ -123,10 +126,11 @@ int collgen__comm_nccl_abort(collgen_comm_t *c) {
   int rc = COLLGEN_OK;
   for (int s = 0; s <= COLLGEN_MAX_DEVICES; ++s)
     if (c->nccl[s]) {
-      int r = collgen__nccl_fail(collgen__nccl.ncclCommAbort(c->nccl[s]), "ncclCommAbort", c->err,
-                                 sizeof c->err);
+      int r = collgen__nccl_fail(collgen__nccl_release(c->nccl[s], c->nccl_graphs[s], 1),
+                                 "ncclCommAbort", c->err, sizeof c->err);
       if (rc == COLLGEN_OK) rc = r;
       c->nccl[s] = NULL; /* freed by the abort, whatever it returned */
+      c->nccl_graphs[s] = NULL;
     }
   return rc;
 }

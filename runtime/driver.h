@@ -30,7 +30,8 @@
   XX(cuMemExportToShareableHandle) XX(cuMemImportFromShareableHandle)           \
   XX(cuDeviceGetUuid) XX(cuMemGetAddressRange) XX(cuMemRetainAllocationHandle)      \
   XX(cuMemGetAllocationPropertiesFromHandle) XX(cuIpcGetMemHandle)              \
-  XX(cuIpcOpenMemHandle) XX(cuIpcCloseMemHandle)
+  XX(cuIpcOpenMemHandle) XX(cuIpcCloseMemHandle)                                \
+  XX(cuStreamGetCaptureInfo) XX(cuUserObjectCreate) XX(cuGraphRetainUserObject)
 
 typedef struct {
 #define COLLGEN_CU_FIELD(name) __typeof__(&name) name;

@@ -77,8 +77,9 @@ int collgen__nccl_group_run(collgen_comm_t *c, const collgen__op_runtime *rt,
   int rc = check_async(c, comm);
   if (rc == COLLGEN_OK) rc = nccl_run(c, rt, call, g, base, size, comm);
   if (rc == COLLGEN_ERR_TIMEOUT) { /* a peer never took part: nothing more can complete */
-    collgen__nccl.ncclCommAbort(comm);
+    collgen__nccl_release(comm, c->nccl_graphs[size], 1);
     c->nccl[size] = NULL;
+    c->nccl_graphs[size] = NULL;
   }
   return rc;
 }
@@ -102,6 +103,9 @@ static int nccl_run(collgen_comm_t *c, const collgen__op_runtime *rt, const coll
   CUstream s = (CUstream)call->streams[r];
   rc = collgen__cu_fail(collgen__cu.cuCtxSetCurrent(c->ctx[r]), "cuCtxSetCurrent", c->err,
                         sizeof c->err);
+  /* A call captured into a CUDA graph counts that graph, so that the
+  ** communicator's release never waits for it (nccl_graphs.c). */
+  if (rc == COLLGEN_OK) rc = collgen__nccl_graphs_track(c->nccl_graphs[size], s, c->err, sizeof c->err);
   if (rc == COLLGEN_OK) rc = rt->nccl_exchange(c, call, g, base, size, r, comm, s);
   if (rc == COLLGEN_OK && rt->nccl_local) rc = collgen__launch(c, fn, grid, block, &kp, r, s);
   return rc;

@@ -33,7 +33,12 @@
 #define MAX_DEVICES 16
 
 struct CUctx_st { int device; };
-struct CUstream_st { CUcontext ctx; };
+/* A stream, and the graph it is capturing (NULL when it is not). */
+struct CUstream_st { CUcontext ctx; struct CUgraph_st *capturing; };
+/* A captured graph: only the user objects it holds (no nodes are kept). */
+#define FAKE_GRAPH_MAX_OBJECTS 64
+struct CUuserObject_st { void *ptr; CUhostFn destroy; };
+struct CUgraph_st { int nobjects; struct CUuserObject_st *objects[FAKE_GRAPH_MAX_OBJECTS]; };
 struct CUmod_st { int unused; };
 struct CUfunc_st { char name[128]; };
 
@@ -500,7 +505,7 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
 
 CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   (void)flags;
-  *s = malloc(sizeof **s);
+  *s = calloc(1, sizeof **s);
   (*s)->ctx = current;
   return CUDA_SUCCESS;
 }
@@ -509,16 +514,51 @@ CUresult cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
 
-/* Graphs and events are not faked: the host-path tests do not use them. */
+/* Capture is faked as far as collgen looks at it: a stream of
+** cuStreamCreate captures into a graph that keeps the user objects
+** retained on it and runs their destructors when it is destroyed
+** (cuGraphDestroy); work launched meanwhile is recorded as usual. Graphs
+** are never instantiated or launched, and events are not faked. */
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode m) {
-  (void)s;
   (void)m;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  if (!s || s->capturing) return CUDA_ERROR_NOT_SUPPORTED;
+  s->capturing = calloc(1, sizeof *s->capturing);
+  return s->capturing ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
-  (void)s;
-  (void)g;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  if (!s || !s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  *g = s->capturing;
+  s->capturing = NULL;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                CUgraph *graph, const CUgraphNode **deps,
+                                const CUgraphEdgeData **edges, size_t *ndeps) {
+  *status = s && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  if (id) *id = 0;
+  if (graph) *graph = s ? s->capturing : NULL;
+  if (deps) *deps = NULL;
+  if (edges) *edges = NULL;
+  if (ndeps) *ndeps = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuUserObjectCreate(CUuserObject *obj, void *ptr, CUhostFn destroy, unsigned int refs,
+                            unsigned int flags) {
+  (void)flags;
+  if (refs != 1 || !destroy) return CUDA_ERROR_NOT_SUPPORTED; /* all collgen needs */
+  *obj = malloc(sizeof **obj);
+  if (!*obj) return CUDA_ERROR_OUT_OF_MEMORY;
+  **obj = (struct CUuserObject_st){ptr, destroy};
+  stats.user_objects++;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphRetainUserObject(CUgraph g, CUuserObject obj, unsigned int count,
+                                 unsigned int flags) {
+  if (!g || count != 1 || flags != CU_GRAPH_USER_OBJECT_MOVE ||
+      g->nobjects == FAKE_GRAPH_MAX_OBJECTS)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  g->objects[g->nobjects++] = obj;
+  return CUDA_SUCCESS;
 }
 CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) {
   (void)e;
@@ -528,7 +568,16 @@ CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags)
 }
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_SUCCESS; }
-CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
+CUresult cuGraphDestroy(CUgraph g) {
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < g->nobjects; ++i) {
+    g->objects[i]->destroy(g->objects[i]->ptr);
+    free(g->objects[i]);
+    stats.user_objects--;
+  }
+  free(g);
+  return CUDA_SUCCESS;
+}
 CUresult cuEventCreate(CUevent *e, unsigned int f) { (void)e; (void)f; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }

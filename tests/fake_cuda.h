@@ -29,6 +29,7 @@ typedef struct {
   long module_loads;   /* cuModuleLoadData calls */
   long ctx_switches;   /* cuCtxSetCurrent calls */
   long wrong_context;  /* launches/async copies on a stream of another context */
+  long user_objects;   /* cuUserObjectCreate objects not yet destroyed with their graph */
   fake_cuda_launch_t log[FAKE_CUDA_MAX_LAUNCHES]; /* the first launches */
 } fake_cuda_stats_t;
 

@@ -12,6 +12,7 @@
 **                        ncclCommGetAsyncError polls; -1: forever (a peer
 **                        that never comes)
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,9 @@ struct fake_comm {
   int nranks, rank;
   int nonblocking;
   long pending; /* polls left before the work in progress completes; -1 never */
+  pthread_t creator; /* the thread that made it */
 };
+
 
 /* ncclConfig_t as NCCL 2.14 laid it out (what collgen passes). */
 typedef struct {
@@ -71,6 +74,7 @@ int ncclCommInitRank(struct fake_comm **comm, int nranks, fake_id id, int rank) 
   if (!*comm) return 2;
   (*comm)->nranks = nranks;
   (*comm)->rank = rank;
+  (*comm)->creator = pthread_self();
   stats.inits++;
   stats.live++;
   stats.last_nranks = nranks;
@@ -91,7 +95,13 @@ int ncclCommInitRankConfig(struct fake_comm **comm, int nranks, fake_id id, int 
   return start_work(*comm);
 }
 
+/* Counts a destroy or abort made on another thread than the creation. */
+static void note_release_thread(const struct fake_comm *comm) {
+  if (!pthread_equal(comm->creator, pthread_self())) stats.released_elsewhere++;
+}
+
 int ncclCommDestroy(struct fake_comm *comm) {
+  note_release_thread(comm);
   free(comm);
   stats.destroys++;
   stats.live--;
@@ -99,6 +109,7 @@ int ncclCommDestroy(struct fake_comm *comm) {
 }
 
 int ncclCommAbort(struct fake_comm *comm) {
+  note_release_thread(comm);
   free(comm);
   stats.aborts++;
   stats.live--;

@@ -24,6 +24,7 @@ typedef struct {
   long unique_ids;     /* ncclGetUniqueId calls */
   long inits;          /* successful ncclCommInitRank(Config) calls */
   long destroys, aborts;
+  long released_elsewhere; /* destroys and aborts on another thread than the creation */
   long polls;          /* ncclCommGetAsyncError calls */
   int last_blocking;   /* config.blocking of the last ncclCommInitRankConfig */
   long live;           /* communicators made and not yet destroyed or aborted */

@@ -792,3 +792,44 @@ Test(rank, an_abort_in_one_process_stops_the_other, .timeout = 120) {
   wait_ranks(pids, 2, rep);
   munmap(rep, sizeof *rep);
 }
+
+/* Destroys the communicator while a CUDA graph that captured one of its
+** calls is alive, then the graph. On the NCCL path NCCL's own destroy
+** waits for such graphs (it used to block here forever); collgen hands
+** the NCCL communicator to a thread of its own, so destroy returns within
+** a second on both paths, and the graph's destruction afterwards works. */
+static void destroy_before_graph_child(rank_report *rep, const collgen_unique_id_t *id,
+                                       int nranks, int rank, uint64_t seed) {
+  rank_ctx x;
+  rank_open(&x, rep, id, nranks, rank, 20000);
+  int64_t n = 4097;
+  CUgraph g;
+  CUgraphExec ge;
+  rank_round(&x, COLLGEN_DTYPE_BF16, n, 0, seed, NULL); /* loads the kernel first */
+  RANK_CHECK(rep, rank, collgen__cu.cuStreamBeginCapture(
+             (CUstream)x.s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+  int rc = collgen_rank_allreduce_sum(x.c, COLLGEN_DTYPE_BF16, 1, &n, x.in, x.out, 0, x.s);
+  RANK_CHECK(rep, rank, rc == COLLGEN_OK, "captured call: %s", collgen_comm_last_error(x.c));
+  RANK_CHECK(rep, rank, collgen__cu.cuStreamEndCapture((CUstream)x.s, &g) == CUDA_SUCCESS &&
+             collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+  rank_round(&x, COLLGEN_DTYPE_BF16, n, 0, seed + 1, ge); /* the replay gives the right sums */
+  RANK_CHECK(rep, rank, collgen__cu.cuStreamSynchronize((CUstream)x.s) == CUDA_SUCCESS, "sync");
+  double t0 = collgen__now_ms();
+  rank_close(&x); /* frees the buffers, then collgen_comm_destroy */
+  double ms = collgen__now_ms() - t0;
+  RANK_CHECK(rep, rank, ms < 1000.0, "destroy with a live graph took %.0f ms", ms);
+  RANK_CHECK(rep, rank, collgen__cu.cuGraphExecDestroy(ge) == CUDA_SUCCESS &&
+             collgen__cu.cuGraphDestroy(g) == CUDA_SUCCESS, "graph destroy");
+  fprintf(stderr, "destroy: rank %d, %s path, live graph: destroy returned in %.1f ms\n", rank,
+          route == ROUTE_AUTO ? "P2P" : "NCCL", ms);
+  _exit(0);
+}
+
+Test(rank, destroy_before_a_live_graph_returns_at_once_on_both_paths, .timeout = 300) {
+  run_ranks(2, destroy_before_graph_child);
+  char why[512];
+  nccl_unavailable(why, sizeof why);
+  if (why[0]) cr_skip_test("NCCL path not tested: %s", why);
+  route = ROUTE_NCCL;
+  run_ranks(2, destroy_before_graph_child);
+}

@@ -379,3 +379,68 @@ static void stuck_init_child(report_t *rep, const collgen_unique_id_t *id, int r
 Test(nccl_path, a_creation_that_never_completes_times_out_and_leaves_nothing) {
   run_ranks(stuck_init_child, 2);
 }
+
+/* Waits (at most 5 s) until NCCL has released `want` communicators on
+** another thread than the one that made them; returns the count seen. */
+static long wait_released_elsewhere(long want) {
+  for (int i = 0; i < 500 && nc->released_elsewhere < want; ++i) usleep(10000);
+  return nc->released_elsewhere;
+}
+
+/* NCCL's destroy and abort wait until every CUDA graph that captured work
+** of the communicator is destroyed. A communicator destroyed (or aborted)
+** while such a graph is alive hands the NCCL communicator to a thread of
+** its own and returns at once; the graph's destruction then drops
+** collgen's count (the user object the capture attached). With no graph
+** alive the release stays on the caller's thread. */
+static collgen_unique_id_t round_ids[3]; /* made before the fork: one per communicator */
+
+static void graph_child(report_t *rep, const collgen_unique_id_t *id, int rank, int nranks,
+                        int pipe_w, int pipe_r) {
+  (void)id;
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  char *in = aligned_alloc(256, 1 << 16), *out = aligned_alloc(256, 1 << 16);
+  int64_t n = 1000;
+  for (int round = 0; round < 3; ++round) { /* destroy with a graph, abort with one, none */
+    collgen_comm_t *c = two_hosts_rank(rep, &round_ids[round], rank);
+    collgen_stream_t s;
+    CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+    CUgraph graph = NULL;
+    if (round < 2) {
+      CHILD_CHECK(rep, rank, 2, collgen__cu.cuStreamBeginCapture((CUstream)s,
+                  CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+    }
+    int rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 0, s);
+    CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(c));
+    if (round < 2) {
+      CHILD_CHECK(rep, rank, 4, collgen__cu.cuStreamEndCapture((CUstream)s, &graph) == CUDA_SUCCESS &&
+                  stats->user_objects == 1, "end capture: %ld user objects", stats->user_objects);
+    }
+    const long before = nc->released_elsewhere, destroys = nc->destroys, aborts = nc->aborts;
+    if (round == 1) collgen_comm_abort(c);
+    collgen__dev_stream_destroy(c, rank, s);
+    collgen_comm_destroy(c);
+    if (round < 2) {
+      CHILD_CHECK(rep, rank, 5, wait_released_elsewhere(before + 1) == before + 1 &&
+                  (round == 0 ? nc->destroys == destroys + 1 : nc->aborts == aborts + 1),
+                  "round %d: released elsewhere %ld (want %ld), destroys %ld, aborts %ld", round,
+                  nc->released_elsewhere, before + 1, nc->destroys, nc->aborts);
+      CHILD_CHECK(rep, rank, 6, collgen__cu.cuGraphDestroy(graph) == CUDA_SUCCESS &&
+                  stats->user_objects == 0, "graph destroy: %ld user objects", stats->user_objects);
+    } else {
+      CHILD_CHECK(rep, rank, 7, nc->released_elsewhere == before && nc->destroys == destroys + 1,
+                  "no graph: released elsewhere %ld (want %ld), destroys %ld",
+                  nc->released_elsewhere, before, nc->destroys);
+    }
+  }
+  free(in);
+  free(out);
+  _exit(0);
+}
+
+Test(nccl_path, destroy_and_abort_never_wait_for_a_live_graph) {
+  for (int i = 0; i < 3; ++i) cr_assert_eq(collgen_get_unique_id(&round_ids[i]), COLLGEN_OK);
+  run_ranks(graph_child, 2);
+}
