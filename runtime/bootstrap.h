@@ -39,6 +39,14 @@
 ** answer, so that rank 0's report (which names the missing ranks) arrives
 ** before the rank gives up on its own. */
 #define COLLGEN__BOOT_GRACE_MS 500
+/* How long rank 0 gives a connection to prove it holds the id's secret (a
+** whole HELLO) before it drops it and tells it to connect again. */
+#define COLLGEN__BOOT_AUTH_MS 1000
+/* Connections rank 0 holds at once while they prove the secret; when one
+** more comes, the oldest of them is dropped (and told to connect again),
+** so a flood costs a bounded number of descriptors and never turns away
+** the newest connection, which may be a real rank's. */
+#define COLLGEN__BOOT_MAX_PENDING 64
 #define COLLGEN__HOST_ID_BYTES 16
 
 typedef struct collgen__boot collgen__boot;
@@ -71,22 +79,27 @@ void collgen__boot_options_init(collgen__boot_options *opt);
 /* Joins the rendezvous named by `id` as `rank` of `nranks` (1..
 ** COLLGEN__BOOT_MAX_RANKS) over the abstract Unix socket; returns when every
 ** rank has joined. Rank 0 listens (and closes the listener before
-** returning); the others connect, retrying until rank 0 is there. Both
-** sides check that the other runs as the same user (SO_PEERCRED); rank 0
-** checks every process's secret. `opt` may be NULL. Errors (*out NULL, the
-** reason in err[n]):
+** returning); the others connect, retrying until rank 0 is there, and
+** connect again whenever rank 0 drops their connection before welcoming
+** them while it still listens. Both sides check that the other runs as the
+** same user (SO_PEERCRED); rank 0 checks every process's secret. `opt` may
+** be NULL. Errors (*out NULL, the reason in err[n]):
 **  _INVALID_ARG: bad arguments or id; this rank's nranks differs from rank
 **    0's; two processes claim one rank; another process listens on this
 **    id's socket already (a second rank 0); rank 0 refused this process's
 **    secret;
-**  _TIMEOUT: not every rank joined in time; the message names the missing
-**    ranks (and any refused connections);
-**  _PEER: a rank left (closed its connection) before the end, or the
-**    process on the socket is another user's;
+**  _TIMEOUT: not every rank joined in time; rank 0's message names the
+**    missing ranks and counts the connections it refused or dropped;
+**    another rank's says how often rank 0 dropped its connection;
+**  _PEER: a rank left (closed its connection) before the end; rank 0
+**    closed this rank's connection before welcoming it and no longer
+**    listens; or the process on the socket is another user's;
 **  _IO: a socket call failed (e.g. out of descriptors).
-** Rank 0 reports a connection it refuses before authentication (another
-** user, garbage, a wrong secret) as a warning (collgen__log) and keeps
-** waiting for the real ranks. */
+** Rank 0 refuses a connection that fails authentication (another user,
+** garbage, a wrong secret) and drops one that has not proved the secret
+** within COLLGEN__BOOT_AUTH_MS or is the oldest of COLLGEN__BOOT_MAX_PENDING
+** when another comes; it logs the first few as warnings (collgen__log),
+** counts all, and keeps waiting for the real ranks. */
 int collgen__boot_create(collgen__boot **out, const collgen_unique_id_t *id, int rank,
                          int nranks, const collgen__boot_options *opt, char *err, size_t n);
 

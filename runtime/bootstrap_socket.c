@@ -2,13 +2,18 @@
 ** bootstrap_socket.c -- the socket transport of the bootstrap: rank 0
 ** listens on the abstract Unix socket named by the id's tag and accepts
 ** the other ranks (same user, right secret), then relays every exchange:
-** it gathers each rank's contribution and sends everyone the whole. Every
-** wait polls against a deadline; every refusal and fault names the process
-** or rank at fault. Protocol and reasons: docs/multiprocess.md.
+** it gathers each rank's contribution and sends everyone the whole. A
+** connection gets COLLGEN__BOOT_AUTH_MS and one of COLLGEN__BOOT_MAX_PENDING
+** slots (the oldest makes room) to prove the secret, so strangers cannot
+** crowd out the ranks; a rank whose connection is dropped connects again.
+** Every wait polls against a deadline; every refusal and fault names the
+** process or rank at fault, and every dropped stranger is counted.
+** Protocol and reasons: docs/multiprocess.md.
 */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +24,6 @@
 
 #include "bootstrap_internal.h"
 
-/* Connections rank 0 holds before they said who they are; more are
-** refused at once, so a flood costs a bounded number of descriptors. */
-#define MAX_PENDING 64
 /* How long a best-effort ERROR to a peer may take. */
 #define NOTIFY_MS 50
 
@@ -67,9 +69,18 @@ void collgen__boot_socket_abort(collgen__boot *b, int status) {
 
 /* ---- Rank 0: the rendezvous ------------------------------------------- */
 
+/* Connections rank 0 accepts in one poll round at most (it drains the
+** backlog each round, but a flood cannot keep it from the connections it
+** already has); and the listen backlog beyond nranks. */
+#define ACCEPT_BATCH 256
+/* Per-connection warnings rank 0 logs in one rendezvous; the rest are only
+** counted (a flood must not flood the log). */
+#define MAX_LOGGED 8
+
 typedef struct {
   int fd;
   struct ucred cred;
+  double since; /* accepted at (collgen__now_ms) */
   collgen__wire_rx rx;
   uint8_t hello[COLLGEN__WIRE_HELLO];
 } pending;
@@ -77,23 +88,86 @@ typedef struct {
 typedef struct {
   collgen__boot *b;
   const uint8_t *tag, *secret;
-  pending *wait;          /* MAX_PENDING slots; fd -1 = free */
+  pending *wait;          /* COLLGEN__BOOT_MAX_PENDING slots; fd -1 = free */
   collgen__wire_info *info; /* per rank; info[r].nranks 0 until r joined */
   collgen__wire_rx *rx;   /* per joined rank: watches for an ERROR or EOF */
   int joined;
-  int refused;            /* connections refused before authentication */
-  char refusals[512];     /* the first few, for the timeout message */
+  /* Connections that did not prove the secret, by fate: */
+  int refused;            /* failed authentication (user, bytes, secret) */
+  int expired;            /* dropped: no whole HELLO in COLLGEN__BOOT_AUTH_MS */
+  int evicted;            /* dropped: the oldest waiting when another came */
+  int logged;             /* warnings logged about them */
+  char refusals[512];     /* the first few refusals, for the timeout message */
 } root_state;
+
+/* Logs a warning about a connection, while the budget lasts. */
+static void warn_stranger(root_state *s, const struct ucred *c, const char *what,
+                          const char *why) {
+  if (s->logged < MAX_LOGGED)
+    collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: %s a connection from pid %d (uid %d): %s",
+                 what, (int)c->pid, (int)c->uid, why);
+  else if (s->logged == MAX_LOGGED)
+    collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: further connections that do not prove "
+                 "the secret are counted, not logged (the rendezvous's outcome gives the counts)");
+  s->logged++;
+}
 
 /* Notes a connection refused before authentication: a warning, and a line
 ** for a later timeout message. The caller closes it. */
 static void refuse(root_state *s, const struct ucred *c, const char *why) {
-  collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: refused a connection from pid %d (uid %d): %s",
-               (int)c->pid, (int)c->uid, why);
+  warn_stranger(s, c, "refused", why);
   size_t used = strlen(s->refusals);
   if (s->refused++ < 3)
     snprintf(s->refusals + used, sizeof s->refusals - used, "%spid %d (uid %d): %s",
              used ? "; " : "", (int)c->pid, (int)c->uid, why);
+}
+
+/* Drops pending connection p, which has not proved the secret, telling it
+** to connect again (a real rank does), and counts it in *count. */
+static void drop(root_state *s, pending *p, int *count, const char *why) {
+  warn_stranger(s, &p->cred, "dropped", why);
+  collgen__wire_header h = {COLLGEN__MSG_RETRY, 0, 0, 0, 0};
+  int closed;
+  char ignored[64];
+  /* no wait: rank 0 sends nothing else on it, so the buffer has room */
+  collgen__wire_send(p->fd, &h, NULL, 0, NULL, 0, collgen__now_ms(), &closed, ignored,
+                     sizeof ignored);
+  close(p->fd);
+  p->fd = -1;
+  (*count)++;
+}
+
+/* Appends "; " (unless out is empty) and a printf text to out[n]. */
+static void add_clause(char *out, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_clause(char *out, size_t n, const char *fmt, ...) {
+  size_t used = strlen(out);
+  if (used && used + 2 < n) memcpy(out + used, "; ", 3), used += 2;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out + used, n - used, fmt, ap);
+  va_end(ap);
+}
+
+/* What became of the connections that did not prove the secret, as
+** "refused 2 connections: ...; 36 connections dropped unproven to make room
+** ..." into out[n]; empty when there were none. */
+static void strangers(const root_state *s, char *out, size_t n) {
+  int waiting = 0;
+  for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING; ++i) waiting += s->wait[i].fd >= 0;
+  out[0] = 0;
+  if (s->refused)
+    add_clause(out, n, "refused %d connection%s: %s%s", s->refused, s->refused > 1 ? "s" : "",
+               s->refusals, s->refused > 3 ? "; ..." : "");
+  if (s->expired)
+    add_clause(out, n, "%d connection%s dropped for not proving the secret within %d ms",
+               s->expired, s->expired > 1 ? "s" : "", COLLGEN__BOOT_AUTH_MS);
+  if (s->evicted)
+    add_clause(out, n, "%d connection%s dropped unproven to make room for newer ones (at most "
+               "%d wait)", s->evicted, s->evicted > 1 ? "s" : "", COLLGEN__BOOT_MAX_PENDING);
+  if (waiting)
+    add_clause(out, n, "%d connection%s still waiting to prove the secret", waiting,
+               waiting > 1 ? "s" : "");
 }
 
 /* Handles a complete first message on pending slot p: refuses it (and
@@ -136,30 +210,86 @@ static int admit(root_state *s, pending *p) {
   return COLLGEN_OK;
 }
 
-/* Accepts what the listener has; refuses other users and any excess. */
-static void accept_all(root_state *s, int listener) {
-  for (;;) {
+/* Reads all that pending connection p has sent: a whole first message is
+** admitted or refused, a broken one refused; either frees the slot. 0, or
+** the status that fails the rendezvous. */
+static int read_pending(root_state *s, pending *p) {
+  char why[300];
+  int rc = collgen__wire_rx_pull(&p->rx, p->fd, why, sizeof why);
+  if (rc == 1) return admit(s, p);
+  if (rc < 0) {
+    refuse(s, &p->cred, why);
+    close(p->fd);
+    p->fd = -1;
+  }
+  return COLLGEN_OK;
+}
+
+/* Accepts what the listener has, ACCEPT_BATCH at most: refuses other users;
+** reads each connection at once (a rank sends its HELLO right after it
+** connects); makes room for a new one by dropping the oldest waiting.
+** 0, or the status that fails the rendezvous. */
+static int accept_all(root_state *s, int listener) {
+  for (int k = 0; k < ACCEPT_BATCH && s->joined < s->b->nranks; ++k) {
     int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: accept failed: %s", strerror(errno));
-      return;
+      return COLLGEN_OK;
     }
     struct ucred c = peer_cred(fd);
-    pending *slot = NULL;
-    for (int i = 0; i < MAX_PENDING && !slot; ++i)
-      if (s->wait[i].fd < 0) slot = &s->wait[i];
-    if (c.uid != geteuid()) refuse(s, &c, "another user");
-    else if (!slot) refuse(s, &c, "too many connections waiting to say who they are");
-    if (c.uid != geteuid() || !slot) {
+    if (c.uid != geteuid()) {
+      refuse(s, &c, "another user");
       close(fd);
       continue;
     }
+    pending *slot = NULL, *oldest = &s->wait[0];
+    for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING && !slot; ++i) {
+      if (s->wait[i].fd < 0) slot = &s->wait[i];
+      else if (s->wait[i].since < oldest->since) oldest = &s->wait[i];
+    }
+    if (!slot) {
+      int rc = read_pending(s, oldest); /* its HELLO may have come since */
+      if (rc != COLLGEN_OK) {
+        close(fd);
+        return rc;
+      }
+      if (oldest->fd >= 0)
+        drop(s, oldest, &s->evicted, "the oldest of those yet to prove the secret when a newer "
+             "connection needed its slot");
+      slot = oldest;
+    }
     slot->fd = fd;
     slot->cred = c;
+    slot->since = collgen__now_ms();
     collgen__wire_rx_init(&slot->rx, slot->hello, sizeof slot->hello, 0);
+    int rc = read_pending(s, slot);
+    if (rc != COLLGEN_OK) return rc;
   }
+  return COLLGEN_OK;
+}
+
+/* Drops the pending connections whose COLLGEN__BOOT_AUTH_MS have passed
+** (after reading what they sent) and lowers *next to the earliest deadline
+** left. 0, or the status that fails the rendezvous. */
+static int expire(root_state *s, double *next) {
+  double now = collgen__now_ms();
+  char why[128];
+  snprintf(why, sizeof why, "it did not prove the secret within %d ms", COLLGEN__BOOT_AUTH_MS);
+  for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING; ++i) {
+    pending *p = &s->wait[i];
+    if (p->fd < 0) continue;
+    double end = p->since + COLLGEN__BOOT_AUTH_MS;
+    if (end <= now) {
+      int rc = read_pending(s, p);
+      if (rc != COLLGEN_OK) return rc;
+      if (p->fd >= 0) drop(s, p, &s->expired, why);
+    } else if (end < *next) {
+      *next = end;
+    }
+  }
+  return COLLGEN_OK;
 }
 
 /* The ranks that have not joined, as "2, 5" into out. */
@@ -180,15 +310,13 @@ static int root_timeout(root_state *s) {
     list_missing(b, done, missing, sizeof missing);
   }
   free(done);
-  char refusals[600] = "";
-  if (s->refused)
-    snprintf(refusals, sizeof refusals, "; refused %d connection%s: %s%s", s->refused,
-             s->refused > 1 ? "s" : "", s->refusals, s->refused > 3 ? "; ..." : "");
+  char others[1024];
+  strangers(s, others, sizeof others);
   return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
                             "rendezvous timed out after %d ms: rank%s %s of %d never joined "
-                            "(%d of %d present)%s", b->timeout_ms,
+                            "(%d of %d present)%s%s", b->timeout_ms,
                             b->nranks - s->joined > 1 ? "s" : "", missing, b->nranks, s->joined,
-                            b->nranks, refusals);
+                            b->nranks, others[0] ? "; " : "", others);
 }
 
 /* Reads what a joined rank sent before the WELCOME: only an ERROR (it gave
@@ -215,14 +343,15 @@ static int watch_joined(root_state *s, int r) {
 
 static int root_poll(root_state *s, int listener, double deadline) {
   collgen__boot *b = s->b;
-  struct pollfd fds[1 + MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
+  struct pollfd fds[1 + COLLGEN__BOOT_MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
   /* What each entry is: 0 the listener, 1 + i pending slot i, -r rank r. */
-  int owner[1 + MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
+  int owner[1 + COLLGEN__BOOT_MAX_PENDING + COLLGEN__BOOT_MAX_RANKS];
   while (s->joined < b->nranks) {
+    double next = deadline;
+    int rc = expire(s, &next);
+    if (rc != COLLGEN_OK) return rc;
     int n = 0;
-    fds[n] = (struct pollfd){listener, POLLIN, 0};
-    owner[n++] = 0;
-    for (int i = 0; i < MAX_PENDING; ++i)
+    for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING; ++i)
       if (s->wait[i].fd >= 0) {
         fds[n] = (struct pollfd){s->wait[i].fd, POLLIN, 0};
         owner[n++] = 1 + i;
@@ -232,32 +361,21 @@ static int root_poll(root_state *s, int listener, double deadline) {
         fds[n] = (struct pollfd){b->conn[r], POLLIN, 0};
         owner[n++] = -r;
       }
-    int wait = collgen__ms_left(deadline);
-    if (wait == 0) return root_timeout(s);
-    int ready = poll(fds, (nfds_t)n, wait);
+    /* last, so that accepting (which may reuse a slot) follows the reads */
+    fds[n] = (struct pollfd){listener, POLLIN, 0};
+    owner[n++] = 0;
+    if (collgen__ms_left(deadline) == 0) return root_timeout(s);
+    int ready = poll(fds, (nfds_t)n, collgen__ms_left(next));
     if (ready < 0 && errno != EINTR)
       return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: poll failed: %s",
                                 strerror(errno));
-    for (int k = 0; ready > 0 && k < n; ++k) {
+    for (int k = 0; ready > 0 && k < n && rc == COLLGEN_OK; ++k) {
       if (!fds[k].revents) continue;
-      if (owner[k] == 0) {
-        accept_all(s, listener);
-      } else if (owner[k] > 0) {
-        pending *p = &s->wait[owner[k] - 1];
-        char why[300];
-        int rc = collgen__wire_rx_step(&p->rx, p->fd, why, sizeof why);
-        if (rc < 0) {
-          refuse(s, &p->cred, why);
-          close(p->fd);
-          p->fd = -1;
-        } else if (rc == 1 && (rc = admit(s, p)) != COLLGEN_OK) {
-          return rc;
-        }
-      } else {
-        int rc = watch_joined(s, -owner[k]);
-        if (rc != COLLGEN_OK) return rc;
-      }
+      if (owner[k] == 0) rc = accept_all(s, listener);
+      else if (owner[k] > 0) rc = read_pending(s, &s->wait[owner[k] - 1]);
+      else rc = watch_joined(s, -owner[k]);
     }
+    if (rc != COLLGEN_OK) return rc;
   }
   return COLLGEN_OK;
 }
@@ -279,7 +397,7 @@ static int root_listen(collgen__boot *b, const uint8_t *tag, int *listener) {
                                 "a fresh id per job)");
     return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: bind failed: %s", strerror(e));
   }
-  if (listen(fd, b->nranks + 16 < 4096 ? b->nranks + 16 : 4096) != 0) {
+  if (listen(fd, b->nranks + ACCEPT_BATCH) != 0) {
     int e = errno;
     close(fd);
     return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: listen failed: %s", strerror(e));
@@ -313,12 +431,12 @@ static int root_welcome(root_state *s, double deadline) {
 
 static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
                      const collgen__wire_info *self, double deadline) {
-  root_state s = {b, tag, secret, NULL, NULL, NULL, 1, 0, ""};
-  s.wait = malloc(MAX_PENDING * sizeof *s.wait);
+  root_state s = {b, tag, secret, NULL, NULL, NULL, 1, 0, 0, 0, 0, ""};
+  s.wait = malloc(COLLGEN__BOOT_MAX_PENDING * sizeof *s.wait);
   s.info = calloc((size_t)b->nranks, sizeof *s.info);
   s.rx = malloc((size_t)b->nranks * sizeof *s.rx);
   if (s.wait)
-    for (int i = 0; i < MAX_PENDING; ++i) s.wait[i].fd = -1;
+    for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING; ++i) s.wait[i].fd = -1;
   int listener = -1;
   int rc = (!s.wait || !s.info || !s.rx)
                ? collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory")
@@ -328,9 +446,15 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
     rc = root_poll(&s, listener, deadline);
     close(listener); /* frees the name: nobody else can join now */
   }
+  if (rc == COLLGEN_OK) {
+    char others[1024];
+    strangers(&s, others, sizeof others);
+    if (others[0])
+      collgen__log(COLLGEN_LOG_WARN, "bootstrap rank 0: every rank joined; %s", others);
+  }
   if (rc == COLLGEN_OK) rc = root_welcome(&s, deadline + COLLGEN__BOOT_GRACE_MS);
   if (s.wait)
-    for (int i = 0; i < MAX_PENDING; ++i)
+    for (int i = 0; i < COLLGEN__BOOT_MAX_PENDING; ++i)
       if (s.wait[i].fd >= 0) close(s.wait[i].fd);
   if (rc == COLLGEN_OK)
     for (int r = 0; r < b->nranks; ++r) {
@@ -339,7 +463,8 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
     }
   else
     collgen__boot_socket_abort(b, rc);
-  if (s.wait) explicit_bzero(s.wait, MAX_PENDING * sizeof *s.wait); /* received secrets */
+  if (s.wait) /* received secrets */
+    explicit_bzero(s.wait, COLLGEN__BOOT_MAX_PENDING * sizeof *s.wait);
   free(s.wait);
   free(s.info);
   free(s.rx);
@@ -348,21 +473,22 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
 
 /* ---- Other ranks: the rendezvous --------------------------------------- */
 
+/* Reads what rank 0 sent before it closed the connection into rx: 1 when a
+** whole message is there. */
+static int last_message(collgen__boot *b, collgen__wire_rx *rx) {
+  char why[64];
+  int rc = collgen__wire_rx_pull(rx, b->conn[0], why, sizeof why);
+  collgen__wire_rx_close_fds(rx);
+  return rc == 1;
+}
+
 /* After a failed send to rank 0: rank 0's ERROR, if it sent one before it
 ** closed, explains more than the closed connection does. Returns its
 ** status (message in b->err) or 0 if none is waiting. */
 static int pending_error(collgen__boot *b, const char *when) {
   collgen__wire_rx rx;
-  char why[64];
   collgen__wire_rx_init(&rx, NULL, 0, 0);
-  int rc;
-  size_t before;
-  do { /* until the message is whole, or no more bytes come */
-    before = rx.got;
-    rc = collgen__wire_rx_step(&rx, b->conn[0], why, sizeof why);
-  } while (rc == 0 && rx.got > before);
-  collgen__wire_rx_close_fds(&rx);
-  if (rc != 1 || rx.h.type != COLLGEN__MSG_ERROR) return COLLGEN_OK;
+  if (!last_message(b, &rx) || rx.h.type != COLLGEN__MSG_ERROR) return COLLGEN_OK;
   char text[COLLGEN__WIRE_MAX_TEXT + 1];
   int st = collgen__wire_parse_error(rx.text, rx.h.length, text, sizeof text);
   return collgen__boot_fail(b, st, "%s: rank 0 (pid %d) reports: %s", when, b->peers[0].pid,
@@ -376,11 +502,11 @@ static int root_left(collgen__boot *b, const char *when) {
                             "destroyed its bootstrap)", when, b->peers[0].pid);
 }
 
-/* Reads one message from rank 0 into rx; an ERROR, a closed connection, a
-** malformed message or the deadline become b's error, naming rank 0. */
-static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, const char *when) {
-  char why[300];
-  int rc = collgen__wire_recv(rx, b->conn[0], deadline, why, sizeof why);
+/* What collgen__wire_recv's outcome rc (reason why) from rank 0 comes to:
+** an ERROR, a closed connection, a malformed message or the deadline
+** become b's error, naming rank 0. */
+static int root_answer(collgen__boot *b, const collgen__wire_rx *rx, int rc, const char *why,
+                       const char *when) {
   int pid = b->peers[0].pid;
   if (rc == COLLGEN_ERR_TIMEOUT)
     return collgen__boot_fail(b, rc, "%s: rank 0 (pid %d) did not answer within %d ms", when,
@@ -394,6 +520,13 @@ static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, co
   if (rc != COLLGEN_OK)
     return collgen__boot_fail(b, rc, "%s: from rank 0 (pid %d): %s", when, pid, why);
   return COLLGEN_OK;
+}
+
+/* Reads one message from rank 0 into rx; failures as root_answer. */
+static int from_root(collgen__boot *b, collgen__wire_rx *rx, double deadline, const char *when) {
+  char why[300];
+  int rc = collgen__wire_recv(rx, b->conn[0], deadline, why, sizeof why);
+  return root_answer(b, rx, rc, why, when);
 }
 
 /* Sends to rank 0; a failure becomes b's error (rank 0's ERROR if any). */
@@ -412,8 +545,54 @@ static int to_root(collgen__boot *b, const collgen__wire_header *h, const void *
                             why);
 }
 
-/* Connects to rank 0's socket, retrying while nobody listens yet. */
-static int client_connect(collgen__boot *b, const uint8_t *tag, double deadline) {
+/* What became of this rank's earlier tries to join. */
+typedef struct {
+  int retry;  /* rank 0 asked it to connect again (RETRY: no room or time) */
+  int closed; /* rank 0 closed the connection without a word */
+  int busy;   /* connect found rank 0's backlog full */
+} tries;
+
+/* "Connect again" (client_attempt): rank 0 dropped the connection before
+** it welcomed this rank. */
+#define AGAIN 1
+
+/* Sleeps *backoff ms (at most until deadline), then doubles it up to 50. */
+static void back_off(double deadline, int *backoff) {
+  int wait = collgen__ms_left(deadline);
+  poll(NULL, 0, wait < *backoff ? wait : *backoff); /* EINTR just retries sooner */
+  *backoff = *backoff < 32 ? *backoff * 2 : 50;
+}
+
+/* The rendezvous ran out of time: what this rank knows of rank 0. */
+static int client_timeout(collgen__boot *b, const tries *t) {
+  if (!t->retry && !t->closed && !t->busy)
+    return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
+                              "rendezvous timed out after %d ms: rank 0 never listened for "
+                              "this id (not started, failed, or done with its rendezvous; "
+                              "rank %d of %d could not join)", b->timeout_ms, b->rank,
+                              b->nranks);
+  char what[600] = "";
+  int pid = b->peers[0].pid;
+  if (t->retry)
+    add_clause(what, sizeof what, "rank 0 (pid %d) asked this rank to connect again %d time%s "
+               "(it had no room or time for the connection before it proved the secret; other "
+               "processes may be flooding the socket)", pid, t->retry, t->retry > 1 ? "s" : "");
+  if (t->closed)
+    add_clause(what, sizeof what, "rank 0 (pid %d) closed the connection before welcoming this "
+               "rank %d time%s (it may have refused it, or exited)", pid, t->closed,
+               t->closed > 1 ? "s" : "");
+  if (t->busy)
+    add_clause(what, sizeof what, "rank 0's socket had no room in its backlog %d time%s",
+               t->busy, t->busy > 1 ? "s" : "");
+  return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
+                            "rendezvous timed out after %d ms: rank %d of %d was not welcomed: "
+                            "%s", b->timeout_ms, b->rank, b->nranks, what);
+}
+
+/* Connects to rank 0's socket, retrying while nobody listens yet or its
+** backlog is full. Nobody listening after rank 0 dropped an earlier
+** connection means it is gone. */
+static int client_connect(collgen__boot *b, const uint8_t *tag, double deadline, tries *t) {
   struct sockaddr_un a;
   socklen_t len = make_addr(&a, tag);
   int backoff = 1;
@@ -433,26 +612,33 @@ static int client_connect(collgen__boot *b, const uint8_t *tag, double deadline)
     if (e != ECONNREFUSED && e != EAGAIN && e != ENOENT && e != EINTR)
       return collgen__boot_fail(b, COLLGEN_ERR_IO, "rendezvous: connect failed: %s",
                                 strerror(e));
-    int wait = collgen__ms_left(deadline);
-    if (wait == 0)
-      return collgen__boot_fail(b, COLLGEN_ERR_TIMEOUT,
-                                "rendezvous timed out after %d ms: rank 0 never listened for "
-                                "this id (not started, failed, or done with its rendezvous; "
-                                "rank %d of %d could not join)", b->timeout_ms, b->rank,
-                                b->nranks);
-    poll(NULL, 0, wait < backoff ? wait : backoff); /* EINTR just retries sooner */
-    backoff = backoff < 32 ? backoff * 2 : 50;
+    if (e == ECONNREFUSED && (t->retry || t->closed))
+      return collgen__boot_fail(b, COLLGEN_ERR_PEER,
+                                "rendezvous: rank 0 (pid %d) closed the connection before "
+                                "welcoming this rank and no longer listens for this id (it "
+                                "exited, was killed, or ended its rendezvous without rank %d)",
+                                b->peers[0].pid, b->rank);
+    if (collgen__ms_left(deadline) == 0) return client_timeout(b, t);
+    if (e == EAGAIN) {
+      t->busy++;
+      backoff = 1; /* rank 0 is there, draining its backlog */
+    }
+    back_off(deadline, &backoff);
   }
 }
 
-static int client_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
-                       const collgen__wire_info *self, double deadline) {
-  int rc = client_connect(b, tag, deadline);
+/* One try to join: connect, prove the secret, read the WELCOME into
+** table[len] (rank 0's records in b->peers). 0, AGAIN (counted in *t), or
+** the failure. */
+static int client_attempt(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
+                          const collgen__wire_info *self, double deadline, tries *t,
+                          uint8_t *table, size_t len) {
+  int rc = client_connect(b, tag, deadline, t);
   if (rc != COLLGEN_OK) return rc;
   struct ucred c = peer_cred(b->conn[0]);
   b->peers[0].pid = (int)c.pid;
   if (c.uid != geteuid()) {
-    close(b->conn[0]);
+    close(b->conn[0]); /* it gets no word from this rank */
     b->conn[0] = -1;
     return collgen__boot_fail(b, COLLGEN_ERR_PEER,
                               "rendezvous: the process listening for this id (pid %d) runs as "
@@ -464,20 +650,58 @@ static int client_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secr
   memcpy(hello + COLLGEN__UID_TAG_BYTES, secret, COLLGEN__UID_SECRET_BYTES);
   collgen__wire_pack_info(hello + COLLGEN__UID_TAG_BYTES + COLLGEN__UID_SECRET_BYTES, self);
   collgen__wire_header h = {COLLGEN__MSG_HELLO, 0, self->rank, sizeof hello, 0};
-  rc = to_root(b, &h, hello, sizeof hello, NULL, 0, deadline, "rendezvous");
+  int closed;
+  char why[300];
+  rc = collgen__wire_send(b->conn[0], &h, hello, sizeof hello, NULL, 0, deadline, &closed, why,
+                          sizeof why);
   explicit_bzero(hello, sizeof hello);
-  if (rc != COLLGEN_OK) return rc;
-  size_t len = (size_t)b->nranks * COLLGEN__WIRE_INFO;
-  uint8_t *table = malloc(len);
-  if (!table) return collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory");
   collgen__wire_rx rx;
   collgen__wire_rx_init(&rx, table, len, 0);
-  rc = from_root(b, &rx, deadline + COLLGEN__BOOT_GRACE_MS, "rendezvous");
+  if (rc == COLLGEN_OK)
+    rc = collgen__wire_recv(&rx, b->conn[0], deadline + COLLGEN__BOOT_GRACE_MS, why, sizeof why);
+  else if (closed && last_message(b, &rx)) /* what rank 0 said before it closed */
+    rc = COLLGEN_OK;
+  else if (!closed)
+    return collgen__boot_fail(b, rc, "rendezvous: sending to rank 0 (pid %d): %s",
+                              b->peers[0].pid, why);
+  if (rc == COLLGEN_OK && rx.h.type == COLLGEN__MSG_RETRY) {
+    t->retry++;
+    return AGAIN;
+  }
+  if (rc != COLLGEN_OK && (closed || rx.closed)) { /* not proof that rank 0 is gone */
+    t->closed++;
+    return AGAIN;
+  }
+  rc = root_answer(b, &rx, rc, why, "rendezvous");
   if (rc == COLLGEN_OK && (rx.h.type != COLLGEN__MSG_WELCOME || rx.h.length != len))
     rc = collgen__boot_fail(b, COLLGEN_ERR_PEER,
                             "rendezvous: rank 0 (pid %d) answered with a message of type %u and "
                             "%u bytes, not a WELCOME of %zu", b->peers[0].pid, rx.h.type,
                             rx.h.length, len);
+  return rc;
+}
+
+static int client_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret,
+                       const collgen__wire_info *self, double deadline) {
+  size_t len = (size_t)b->nranks * COLLGEN__WIRE_INFO;
+  uint8_t *table = malloc(len);
+  if (!table) return collgen__boot_fail(b, COLLGEN_ERR_NO_MEMORY, "rendezvous: out of memory");
+  tries t = {0, 0, 0};
+  int rc, backoff = 1;
+  while ((rc = client_attempt(b, tag, secret, self, deadline, &t, table, len)) == AGAIN) {
+    close(b->conn[0]);
+    b->conn[0] = -1;
+    if (collgen__ms_left(deadline) == 0) {
+      rc = client_timeout(b, &t);
+      break;
+    }
+    back_off(deadline, &backoff);
+  }
+  if (rc == COLLGEN_OK && (t.retry || t.closed))
+    collgen__log(COLLGEN_LOG_INFO, "bootstrap rank %d: joined on connection %d to rank 0 (pid "
+                 "%d), which had dropped the earlier ones before they proved the secret (%d "
+                 "asked to connect again, %d closed)", b->rank, 1 + t.retry + t.closed,
+                 b->peers[0].pid, t.retry, t.closed);
   for (int r = 0; r < b->nranks && rc == COLLGEN_OK; ++r) {
     collgen__wire_info in;
     char why[256];

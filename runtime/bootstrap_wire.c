@@ -32,8 +32,8 @@ uint32_t collgen__wire_get32(const uint8_t *p) {
 
 static const char *type_name(uint32_t t) {
   static const char *const names[] = {"?", "HELLO", "WELCOME", "CONTRIB", "RESULT", "FDS",
-                                      "ERROR"};
-  return t <= COLLGEN__MSG_ERROR ? names[t] : "?";
+                                      "ERROR", "RETRY"};
+  return t <= COLLGEN__MSG_RETRY ? names[t] : "?";
 }
 
 void collgen__wire_pack_header(uint8_t out[COLLGEN__WIRE_HEADER], const collgen__wire_header *h) {
@@ -69,6 +69,7 @@ int collgen__wire_parse_header(const uint8_t in[COLLGEN__WIRE_HEADER], collgen__
   case COLLGEN__MSG_CONTRIB: hi = COLLGEN__BOOT_MAX_TOTAL; fds_ok = 1; break;
   case COLLGEN__MSG_RESULT: hi = COLLGEN__BOOT_MAX_TOTAL; break;
   case COLLGEN__MSG_FDS: fds_ok = 1; break;
+  case COLLGEN__MSG_RETRY: break;
   case COLLGEN__MSG_ERROR: lo = 4; hi = 4 + COLLGEN__WIRE_MAX_TEXT; break;
   default:
     return collgen__fail(err, n, COLLGEN_ERR_PEER, "unknown bootstrap message type %u", x.type);
@@ -314,6 +315,16 @@ int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n) {
     return rx_fail(rx, err, n, "%s message announced %u descriptors, %d arrived",
                    type_name(rx->h.type), rx->h.nfds, rx->nfds);
   return 1;
+}
+
+int collgen__wire_rx_pull(collgen__wire_rx *rx, int fd, char *err, size_t n) {
+  int rc;
+  size_t before;
+  do { /* one step reads at most the rest of the header or of the payload */
+    before = rx->got;
+    rc = collgen__wire_rx_step(rx, fd, err, n);
+  } while (rc == 0 && rx->got > before);
+  return rc;
 }
 
 int collgen__wire_recv(collgen__wire_rx *rx, int fd, double deadline, char *err, size_t n) {

@@ -35,7 +35,10 @@ typedef enum {
   COLLGEN__MSG_CONTRIB = 3, /* r -> 0: r's bytes of exchange `seq`, its fds */
   COLLGEN__MSG_RESULT = 4,  /* 0 -> r: every rank's bytes of exchange `seq` */
   COLLGEN__MSG_FDS = 5,     /* 0 -> r: the fds of rank `rank` (no payload) */
-  COLLGEN__MSG_ERROR = 6    /* either way: status (i32) and text; then close */
+  COLLGEN__MSG_ERROR = 6,   /* either way: status (i32) and text; then close */
+  COLLGEN__MSG_RETRY = 7    /* 0 -> a connection it drops before the HELLO was
+                               whole (no room or time): connect again; no
+                               payload; then close */
 } collgen__msg_type;
 
 typedef struct {
@@ -59,8 +62,8 @@ void collgen__wire_pack_header(uint8_t out[COLLGEN__WIRE_HEADER], const collgen_
 /* Parses a header: magic, version, a known type, `length` within the
 ** type's bound (HELLO: exactly COLLGEN__WIRE_HELLO; WELCOME: a multiple of
 ** COLLGEN__WIRE_INFO, at most COLLGEN__BOOT_MAX_RANKS records; CONTRIB and
-** RESULT: at most COLLGEN__BOOT_MAX_TOTAL; FDS: 0; ERROR: 4 to 4 +
-** COLLGEN__WIRE_MAX_TEXT), `nfds` 0 except for CONTRIB and FDS (at most
+** RESULT: at most COLLGEN__BOOT_MAX_TOTAL; FDS and RETRY: 0; ERROR: 4 to 4
+** + COLLGEN__WIRE_MAX_TEXT), `nfds` 0 except for CONTRIB and FDS (at most
 ** COLLGEN__BOOT_MAX_FDS), `rank` below COLLGEN__BOOT_MAX_RANKS (ERROR: or
 ** COLLGEN__WIRE_NO_RANK). Returns 0, or COLLGEN_ERR_PEER with the reason in
 ** err. Pure function. */
@@ -132,6 +135,9 @@ void collgen__wire_rx_init(collgen__wire_rx *rx, void *buf, size_t cap, int max_
 ** connection; err then says so). On an error every fd received so far is
 ** closed. EINTR is retried. */
 int collgen__wire_rx_step(collgen__wire_rx *rx, int fd, char *err, size_t n);
+/* collgen__wire_rx_step while bytes come: returns at the end of the
+** message (1), an error, or when nothing more is there (0). */
+int collgen__wire_rx_pull(collgen__wire_rx *rx, int fd, char *err, size_t n);
 /* Closes the descriptors received so far and forgets them. */
 void collgen__wire_rx_close_fds(collgen__wire_rx *rx);
 

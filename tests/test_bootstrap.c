@@ -4,7 +4,10 @@
 ** the socket and all-gather random bytes and memfd descriptors (2, 3 and 8
 ** ranks); every fault the bootstrap must name (missing rank, wrong secret,
 ** nranks mismatch, duplicate rank, a second rank 0, another user, hostile
-** bytes, killed peers, mismatched exchanges); the application-callback
+** bytes, killed peers, mismatched exchanges); jobs that join while a
+** stranger without the secret floods the socket (held connections,
+** connect/disconnect churn, bad HELLOs), the counts of what rank 0 dropped,
+** and what rank 1 makes of a rank 0 that drops it; the application-callback
 ** transport over pipes; no descriptor or socket name left behind; two
 ** bootstraps at once. Children report through shared memory; the parent
 ** checks. Timeouts are short (300 ms) so the suite takes seconds.
@@ -52,7 +55,8 @@ typedef struct {
   int host_of[MAXP], nhosts;
   unsigned caps;
   char msg[2048];
-  char log[2048];
+  char log[4096];
+  volatile int ready;    /* a helper process is in full swing */
 } result_t;
 
 typedef struct {
@@ -746,14 +750,14 @@ static void forged_rank(shm_t *s, int idx, const void *arg) {
 /* Rank 0 of 2 (process 0, bound `timeout_ms`) while process 1 runs
 ** `stranger` instead of rank 1; the stranger is released (s->release) once
 ** rank 0 is done. */
-static shm_t *rank0_against(child_fn stranger, int timeout_ms) {
+static shm_t *rank0_against(child_fn stranger, const void *arg, int timeout_ms) {
   shm_t *s = shm_new();
   job_t j;
   jobs_init(&j, 1, 2, 0, 0, 0);
   j.timeout_ms = timeout_ms;
   pid_t pids[2];
   pids[0] = spawn(s, 0, run_job, &j);
-  pids[1] = spawn(s, 1, stranger, NULL);
+  pids[1] = spawn(s, 1, stranger, arg);
   reap_ok(pids, 1, 8000);
   s->release = 1;
   reap_ok(&pids[1], 1, 8000);
@@ -761,7 +765,7 @@ static shm_t *rank0_against(child_fn stranger, int timeout_ms) {
 }
 
 Test(socket, wrong_secret_is_refused_and_named) {
-  shm_t *s = rank0_against(forged_rank, SHORT_MS);
+  shm_t *s = rank0_against(forged_rank, NULL, SHORT_MS);
   expect_fail(s, 1, COLLGEN_ERR_INVALID_ARG, "rank 0 refused this process: wrong secret");
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined");
   char who[64];
@@ -773,19 +777,32 @@ Test(socket, wrong_secret_is_refused_and_named) {
 
 /* ---- Hostile bytes on the socket ------------------------------------------- */
 
+/* The abstract address of an id's socket, computed from the id as a
+** stranger reading /proc/net/unix would find it. */
+static socklen_t raw_addr(const collgen_unique_id_t *id, struct sockaddr_un *a) {
+  char name[64];
+  if (collgen__boot_socket_name(id, name, sizeof name) != 0) abort();
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  memcpy(a->sun_path + 1, name, strlen(name));
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+}
+
+/* One blocking connect to the socket of id; -1 if nobody listens. */
+static int raw_try_connect(const collgen_unique_id_t *id) {
+  struct sockaddr_un a;
+  socklen_t len = raw_addr(id, &a);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, len) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
 /* Connects to rank 0's socket for s->id; -1 if it does not listen within 2 s. */
 static int raw_connect(const collgen_unique_id_t *id) {
-  char name[64];
-  if (collgen__boot_socket_name(id, name, sizeof name) != 0) return -1;
-  struct sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  memcpy(a.sun_path + 1, name, strlen(name));
-  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
   for (int tries = 0; tries < 400; ++tries) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, (struct sockaddr *)&a, len) == 0) return fd;
-    close(fd);
+    int fd = raw_try_connect(id);
+    if (fd >= 0) return fd;
     usleep(5000);
   }
   return -1;
@@ -873,27 +890,316 @@ Test(socket, hostile_bytes_are_refused_and_the_rendezvous_goes_on) {
 }
 
 Test(socket, only_hostile_clients_time_out_named) {
-  shm_t *s = rank0_against(hostile_clients, SHORT_MS + 200);
+  shm_t *s = rank0_against(hostile_clients, NULL, SHORT_MS + 200);
   expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined");
   cr_expect(strstr(s->r[0].msg, "refused 5 connections"), "%s", s->r[0].msg);
+  cr_expect(strstr(s->r[0].msg, "; 1 connection still waiting to prove the secret"), "%s",
+            s->r[0].msg);
   cr_expect(s->r[0].ms < SHORT_MS + 200 + 700, "%.0f ms: the silent client held it up",
             s->r[0].ms);
 }
 
-/* A flood of silent connections costs a bounded number of descriptors and
-** rank 0 still ends on time. */
-static void flood(shm_t *s, int idx, const void *arg) {
-  (void)idx;
-  (void)arg;
-  int fds[100];
-  for (int k = 0; k < 100; ++k) fds[k] = raw_connect(&s->id);
-  wait_flag(&s->release, 5000);
-  for (int k = 0; k < 100; ++k) close(fds[k]);
+/* ---- Strangers flooding the socket ----------------------------------------- */
+
+/* The number before `what` in a message: "...; 36 connections dropped ..."
+** gives 36 for " dropped"; 0 when `what` is absent. */
+static int count_of(const char *text, const char *what) {
+  const char *p = strstr(text, what);
+  if (!p) return 0;
+  while (p > text && p[-1] != ';' && p[-1] != ':') --p; /* the clause's start */
+  return atoi(p);
 }
 
+typedef enum { HOLD, CHURN, BAD_HELLOS } flood_kind;
+typedef struct {
+  flood_kind kind;
+  int n; /* HOLD: connections to hold (at most 256) */
+} flood_t;
+
+/* A same-user process without the secret that knows the socket's name
+** (computed from the id, as /proc/net/unix shows it), until released:
+**  HOLD: opens n silent connections and holds them;
+**  CHURN: connects and disconnects in a tight loop, in bursts of 128;
+**  BAD_HELLOS: in turn sends garbage, a HELLO with a wrong secret (both
+**    then closed) and the first 40 bytes of a HELLO, kept open (the last
+**    100 of those).
+** It counts its connections in r->exchanges and sets r->ready once in
+** full swing (n held; 512 made). */
+static void stranger(shm_t *s, int idx, const void *arg) {
+  const flood_t *f = arg;
+  result_t *r = &s->r[idx];
+  collgen_unique_id_t forged = s->id;
+  forged.internal[COLLGEN__UID_OFF_SECRET] ^= 1;
+  collgen__uid_seal(&forged);
+  int held[256];
+  uint8_t junk[1000];
+  fill(junk, sizeof junk, s->seed, 98, 98);
+  for (int k = 0; k < 256; ++k) held[k] = -1;
+  wait_listening(s);
+  for (int k = 0; !s->release; ++k) {
+    if (f->kind == HOLD && k >= f->n) {
+      r->ready = 1;
+      usleep(1000);
+      continue;
+    }
+    int fd = raw_try_connect(&s->id);
+    if (fd < 0) {
+      usleep(1000);
+      continue;
+    }
+    r->exchanges++;
+    if (f->kind == HOLD) {
+      held[k] = fd;
+    } else if (f->kind == CHURN) {
+      held[k % 128] = fd;
+      if (k % 128 == 127)
+        for (int i = 0; i < 128; ++i) close(held[i]), held[i] = -1;
+    } else if (k % 3 == 0) {
+      raw_send(fd, junk, sizeof junk);
+      close(fd);
+    } else if (k % 3 == 1) {
+      raw_hello(fd, &forged, 1, 2);
+      close(fd);
+    } else {
+      uint8_t hello[COLLGEN__WIRE_HEADER + 40];
+      collgen__wire_header h = {COLLGEN__MSG_HELLO, 0, 1, COLLGEN__WIRE_HELLO, 0};
+      collgen__wire_pack_header(hello, &h);
+      memcpy(hello + COLLGEN__WIRE_HEADER, junk, 40);
+      raw_send(fd, hello, sizeof hello);
+      int slot = (k / 3) % 100;
+      if (held[slot] >= 0) close(held[slot]);
+      held[slot] = fd;
+    }
+    if (f->kind != HOLD && k >= 512) r->ready = 1;
+  }
+  for (int k = 0; k < 256; ++k)
+    if (held[k] >= 0) close(held[k]);
+}
+
+/* Rank 0 of n listens; the stranger `f` floods its socket; once it is in
+** full swing, ranks 1..n-1 start. Every rank joins and makes an exchange
+** within 10 s, and rank 0 logs the strangers' connections it dropped. */
+static shm_t *job_under_flood(int n, flood_t f) {
+  shm_t *s = shm_new();
+  job_t jobs[MAXP];
+  jobs_init(jobs, n, n, 1, 64, 1);
+  for (int i = 0; i < n; ++i) jobs[i].timeout_ms = 8000;
+  pid_t pids[MAXP];
+  pids[0] = spawn(s, 0, run_job, &jobs[0]);
+  wait_listening(s);
+  pids[n] = spawn(s, n, stranger, &f);
+  wait_flag(&s->r[n].ready, 5000);
+  cr_expect(s->r[n].ready, "the stranger never got going (%d connections)", s->r[n].exchanges);
+  for (int i = 1; i < n; ++i) pids[i] = spawn(s, i, run_job, &jobs[i]);
+  reap_ok(pids, n, 10000);
+  s->release = 1;
+  reap_ok(&pids[n], 1, 5000);
+  expect_ok(s, n);
+  for (int i = 0; i < n; ++i) {
+    cr_expect_eq(s->r[i].exchanges, 1, "process %d", i);
+    cr_expect(s->r[i].ms < 8000, "process %d: %.0f ms", i, s->r[i].ms);
+  }
+  const char *log = s->r[0].log;
+  cr_expect(strstr(log, "bootstrap rank 0: every rank joined; "), "no count logged: %s", log);
+  return s;
+}
+
+/* Every connection a stranger made before the last rank came is counted
+** by rank 0 once: refused, dropped, or still waiting. */
+static int strangers_counted(const char *log) {
+  const char *sum = strstr(log, "every rank joined; ");
+  if (!sum) return -1;
+  int refused = 0;
+  const char *p = strstr(sum, "refused ");
+  if (p) refused = atoi(p + strlen("refused "));
+  return refused + count_of(sum, " dropped for not proving the secret") +
+         count_of(sum, " dropped unproven to make room") + count_of(sum, " still waiting");
+}
+
+/* The issue's attack: 256 silent connections held before the ranks come.
+** The old rank 0 kept 64 of them forever and turned the real ranks away. */
+static void held_flood(int n) {
+  shm_t *s = job_under_flood(n, (flood_t){HOLD, 256});
+  const char *log = s->r[0].log;
+  cr_expect_eq(strangers_counted(log), 256, "%s", log);
+  /* at most COLLGEN__BOOT_MAX_PENDING were held at once */
+  cr_expect_geq(count_of(log, " dropped unproven to make room") +
+                    count_of(log, " dropped for not proving the secret"),
+                256 - COLLGEN__BOOT_MAX_PENDING, "%s", log);
+}
+
+Test(socket, two_ranks_join_while_a_stranger_holds_256_connections) { held_flood(2); }
+Test(socket, four_ranks_join_while_a_stranger_holds_256_connections) { held_flood(4); }
+
+/* The connections that rank 0 may have counted as not proving the secret:
+** the stranger's, and the real ranks' that it dropped (they log them). */
+static int connections_made(shm_t *s, int n) {
+  int made = s->r[n].exchanges;
+  for (int i = 1; i < n; ++i) {
+    const char *p = strstr(s->r[i].log, "joined on connection ");
+    if (p) made += atoi(p + strlen("joined on connection ")) - 1;
+  }
+  return made;
+}
+
+/* Rank 0 counted every connection it handled, and no more. */
+static void expect_counted(shm_t *s, int n) {
+  int counted = strangers_counted(s->r[0].log), made = connections_made(s, n);
+  cr_expect(counted >= 512 && counted <= made, "%d of %d counted: %s", counted, made,
+            s->r[0].log);
+}
+
+static void churn_flood(int n) {
+  shm_t *s = job_under_flood(n, (flood_t){CHURN, 0});
+  expect_counted(s, n);
+}
+
+Test(socket, two_ranks_join_while_a_stranger_connects_in_a_loop) { churn_flood(2); }
+Test(socket, four_ranks_join_while_a_stranger_connects_in_a_loop) { churn_flood(4); }
+
+static void bad_hello_flood(int n) {
+  shm_t *s = job_under_flood(n, (flood_t){BAD_HELLOS, 0});
+  const char *log = s->r[0].log;
+  expect_counted(s, n);
+  cr_expect(strstr(log, "not a collgen bootstrap message") && strstr(log, "wrong secret"), "%s",
+            log);
+  cr_expect(strstr(log, "further connections that do not prove the secret are counted, not "
+                        "logged"), "%s", log);
+  cr_expect_leq(count_lines(log, "refused a connection"), 8, "%s", log);
+}
+
+Test(socket, two_ranks_join_while_a_stranger_sends_bad_hellos) { bad_hello_flood(2); }
+Test(socket, four_ranks_join_while_a_stranger_sends_bad_hellos) { bad_hello_flood(4); }
+
+/* Rank 0 alone with a stranger holding 100 silent connections, bound just
+** past the authentication deadline: the 36 beyond the table were dropped
+** to make room, the other 64 at the deadline; the timeout counts them and
+** blames no rank. The old rank 0 refused 36 and held 64 until its end. */
+Test(socket, strangers_are_counted_in_the_timeout) {
+  flood_t f = {HOLD, 100};
+  shm_t *s = rank0_against(stranger, &f, COLLGEN__BOOT_AUTH_MS + 400);
+  const char *msg = s->r[0].msg;
+  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined (1 of 2 present); ");
+  char want[128];
+  snprintf(want, sizeof want, "; %d connections dropped for not proving the secret within %d ms",
+           COLLGEN__BOOT_MAX_PENDING, COLLGEN__BOOT_AUTH_MS);
+  cr_expect(strstr(msg, want), "%s lacks %s", msg, want);
+  snprintf(want, sizeof want, "; %d connections dropped unproven to make room",
+           100 - COLLGEN__BOOT_MAX_PENDING);
+  cr_expect(strstr(msg, want), "%s lacks %s", msg, want);
+  cr_expect(!strstr(msg, "refused") && !strstr(msg, "closed"), "%s", msg);
+  cr_expect(s->r[0].ms < COLLGEN__BOOT_AUTH_MS + 400 + 700, "%.0f ms", s->r[0].ms);
+}
+
+/* A flood of silent connections costs a bounded number of descriptors and
+** rank 0 still ends on time (before the deadline of the ones it holds). */
 Test(socket, connection_flood_is_bounded) {
-  shm_t *s = rank0_against(flood, SHORT_MS);
-  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "too many connections waiting");
+  flood_t f = {HOLD, 100};
+  shm_t *s = rank0_against(stranger, &f, SHORT_MS);
+  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, "rank 1 of 2 never joined");
+  char want[128];
+  snprintf(want, sizeof want, "; %d connections dropped unproven to make room",
+           100 - COLLGEN__BOOT_MAX_PENDING);
+  cr_expect(strstr(s->r[0].msg, want), "%s", s->r[0].msg);
+  snprintf(want, sizeof want, "; %d connections still waiting to prove the secret",
+           COLLGEN__BOOT_MAX_PENDING);
+  cr_expect(strstr(s->r[0].msg, want), "%s", s->r[0].msg);
+}
+
+/* ---- What rank 1 makes of a rank 0 that does not welcome it ----------------- */
+
+/* How a stand-in for rank 0 treats each connection (after reading its
+** HELLO): asks it to connect again, closes it unanswered, or closes it and
+** stops listening (as a rank 0 that exits). */
+typedef enum { ANSWER_RETRY, ANSWER_CLOSE, ANSWER_CLOSE_AND_GO } fake_answer;
+
+/* Listens on s->id's socket and answers each connection as *arg says,
+** counting them in r->exchanges, until released (or gone). */
+static void fake_root(shm_t *s, int idx, const void *arg) {
+  fake_answer how = *(const fake_answer *)arg;
+  result_t *r = &s->r[idx];
+  struct sockaddr_un a;
+  socklen_t len = raw_addr(&s->id, &a);
+  int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (bind(l, (struct sockaddr *)&a, len) != 0 || listen(l, 16) != 0) {
+    r->bad++;
+    return;
+  }
+  while (!s->release && l >= 0) {
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 10) != 1) continue;
+    int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    uint8_t hello[COLLGEN__WIRE_HEADER + COLLGEN__WIRE_HELLO];
+    size_t got = 0;
+    struct pollfd q = {fd, POLLIN, 0};
+    while (got < sizeof hello && poll(&q, 1, 200) == 1) {
+      ssize_t k = recv(fd, hello + got, sizeof hello - got, 0);
+      if (k <= 0) break;
+      got += (size_t)k;
+    }
+    if (got != sizeof hello) r->bad++;
+    if (how == ANSWER_RETRY) raw_header(fd, COLLGEN__MSG_RETRY, 0, 0, 0, 0);
+    close(fd);
+    r->exchanges++;
+    if (how == ANSWER_CLOSE_AND_GO) close(l), l = -1;
+  }
+  if (l >= 0) close(l);
+}
+
+/* Rank 1 (bound SHORT_MS) against fake_root(how). */
+static shm_t *rank1_against(fake_answer how) {
+  shm_t *s = shm_new();
+  job_t j;
+  jobs_init(&j, 1, 2, 0, 0, 0);
+  j.rank = 1;
+  j.timeout_ms = SHORT_MS;
+  pid_t pids[2];
+  pids[1] = spawn(s, 1, fake_root, &how);
+  wait_listening(s);
+  pids[0] = spawn(s, 0, run_job, &j);
+  reap_ok(pids, 1, 5000);
+  s->release = 1;
+  reap_ok(&pids[1], 1, 5000);
+  cr_expect_eq(s->r[1].bad, 0, "rank 1 sent no whole HELLO");
+  return s;
+}
+
+/* Told to connect again, rank 1 does so until its bound, then says how
+** often rank 0 (alive: it answered) asked; it blames nobody's death. */
+Test(socket, a_rank_asked_to_connect_again_does_so) {
+  shm_t *s = rank1_against(ANSWER_RETRY);
+  char want[160];
+  snprintf(want, sizeof want, "rank 0 (pid %d) asked this rank to connect again %d time%s",
+           s->r[1].pid, s->r[1].exchanges, s->r[1].exchanges == 1 ? "" : "s");
+  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, want);
+  cr_expect_geq(s->r[1].exchanges, 2, "rank 1 did not connect again");
+  cr_expect(!strstr(s->r[0].msg, "exited") && !strstr(s->r[0].msg, "killed"), "%s",
+            s->r[0].msg);
+}
+
+/* A connection closed before the WELCOME does not prove rank 0 died: while
+** rank 0 listens, rank 1 connects again, and its message says what it
+** knows. */
+Test(socket, a_connection_closed_before_the_welcome_is_no_death) {
+  shm_t *s = rank1_against(ANSWER_CLOSE);
+  char want[200];
+  snprintf(want, sizeof want, "rank 0 (pid %d) closed the connection before welcoming this rank "
+           "%d time%s (it may have refused it, or exited)", s->r[1].pid, s->r[1].exchanges,
+           s->r[1].exchanges == 1 ? "" : "s");
+  expect_fail(s, 0, COLLGEN_ERR_TIMEOUT, want);
+  cr_expect_geq(s->r[1].exchanges, 2, "rank 1 did not connect again");
+}
+
+/* Closed, and no listener any more: rank 0 is gone (or gave up), at once. */
+Test(socket, rank_zero_gone_before_the_welcome_is_named) {
+  shm_t *s = rank1_against(ANSWER_CLOSE_AND_GO);
+  char want[200];
+  snprintf(want, sizeof want, "rank 0 (pid %d) closed the connection before welcoming this rank "
+           "and no longer listens for this id", s->r[1].pid);
+  expect_fail(s, 0, COLLGEN_ERR_PEER, want);
+  cr_expect_eq(s->r[1].exchanges, 1);
+  cr_expect(s->r[0].ms < SHORT_MS, "%.0f ms: not a timeout", s->r[0].ms);
 }
 
 /* A process with the secret that then breaks the protocol: a HELLO for

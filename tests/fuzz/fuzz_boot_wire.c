@@ -5,18 +5,23 @@
 ** read, the rest is the byte stream a peer sends:
 **   byte 0: the reader -- 0 rank 0 reading a first message (then
 **           collgen__wire_check_hello), 1 a contribution (then
-**           collgen__wire_check_contrib), 2 a WELCOME or RESULT, 3 an FDS
-**           message; bits 2..4: how many descriptors ride along (0..7);
+**           collgen__wire_check_contrib), 2 a WELCOME, RESULT or RETRY,
+**           3 an FDS message; bits 2..4: how many descriptors ride along
+**           (0..7); bit 5: the stream arrives late, in two parts: the
+**           reader reads the first until it runs dry (as rank 0 does with
+**           a HELLO that is not all there), then the rest is sent;
 **   byte 1: the payload room (times 8 bytes) and, for FDS, the descriptor
 **           allowance;
-**   bytes 2..3: where in the stream the descriptors ride (big-endian).
+**   bytes 2..3: where in the stream the descriptors ride, which is where
+**           a late stream is split (big-endian).
 ** The stream goes through a real socketpair with real SCM_RIGHTS, the
-** writer is closed, and messages are read until the first error or the
-** end. Checked for every input: no crash, leak or UB (ASan/UBSan); every
-** step ends (no read without progress); an accepted message respects its
-** header, the room and the allowance, its descriptors are open and
-** close-on-exec; an ERROR's text is printable; and afterwards exactly the
-** descriptors of before are open (nothing received is leaked).
+** writer is closed (when late, once the reader ran dry on the first part),
+** and messages are read until the first error or the end. Checked for
+** every input: no crash, leak or UB (ASan/UBSan); every step ends (no read
+** without progress); an accepted message respects its header, the room
+** and the allowance, its descriptors are open and close-on-exec; an
+** ERROR's text is printable; a RETRY carries nothing; and afterwards
+** exactly the descriptors of before are open (nothing received is leaked).
 ** The id's tag and secret are fixed (bytes 0x11 and 0x22) so the seed
 ** corpus (tests/fuzz/corpus/boot_wire/) can hold members' HELLOs.
 */
@@ -66,6 +71,14 @@ static void send_part(int fd, const uint8_t *p, size_t len, int nfds) {
     abort();
 }
 
+/* Sends the stream's second part (with the descriptors) and closes the
+** writer *w. */
+static void send_rest(int *w, const uint8_t *p, size_t len, int nfds) {
+  send_part(*w, p, len, nfds);
+  close(*w);
+  *w = -1;
+}
+
 /* The checks of a message the reader accepted. */
 static void accepted(const collgen__wire_rx *rx, int reader, size_t cap) {
   const collgen__wire_header *h = &rx->h;
@@ -92,6 +105,8 @@ static void accepted(const collgen__wire_rx *rx, int reader, size_t cap) {
   } else if (reader == 1) {
     int rc = collgen__wire_check_contrib(h, 1, 1, cap, (int)h->nfds, why, sizeof why);
     if (rc == 0 && (h->seq != 1 || h->rank != 1 || h->length != cap)) abort();
+  } else if (h->type == COLLGEN__MSG_RETRY) {
+    if (h->length != 0 || rx->nfds != 0) abort(); /* a bare "connect again" */
   } else if (h->type == COLLGEN__MSG_WELCOME) {
     for (uint32_t off = 0; off < h->length; off += COLLGEN__WIRE_INFO)
       if (collgen__wire_parse_info(rx->buf + off, &info, why, sizeof why) == 0 &&
@@ -107,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     have_snapshot = 1;
   }
   if (size < 4 || size > 60000) return 0;
-  int reader = data[0] & 3, nfds = (data[0] >> 2) & 7;
+  int reader = data[0] & 3, nfds = (data[0] >> 2) & 7, late = (data[0] >> 5) & 1;
   size_t cap = reader == 0 ? COLLGEN__WIRE_HELLO : reader == 3 ? 0 : (size_t)data[1] * 8;
   int allowance = reader == 1 ? COLLGEN__BOOT_MAX_FDS : reader == 3 ? data[1] % 9 : 0;
   size_t at = (size_t)data[2] << 8 | data[3];
@@ -120,8 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int buf = 1 << 20;
   setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   send_part(sv[0], stream, at, 0);
-  send_part(sv[0], stream + at, len - at, nfds);
-  close(sv[0]);
+  if (!late) send_rest(&sv[0], stream + at, len - at, nfds);
 
   uint8_t *room = malloc(cap ? cap : 1);
   for (int msgs = 0; msgs < 64; ++msgs) {
@@ -133,6 +147,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     do {
       before = rx.got;
       rc = collgen__wire_rx_step(&rx, sv[1], err, sizeof err);
+      if (rc == 0 && rx.got == before && sv[0] >= 0) { /* ran dry: the rest comes late */
+        send_rest(&sv[0], stream + at, len - at, nfds);
+        continue;
+      }
       /* the writer is closed: every step reads, or ends the message */
       if (rc == 0 && rx.got == before) abort();
     } while (rc == 0);
@@ -144,6 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     collgen__wire_rx_close_fds(&rx);
   }
   free(room);
+  if (sv[0] >= 0) close(sv[0]); /* the first part held an error or 64 messages */
   close(sv[1]);
 
   uint8_t now[PROBE];
