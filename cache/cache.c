@@ -19,12 +19,20 @@
 ** removes only regular files and symlinks themselves (never a target, never
 ** a FIFO, device or directory). One function, load_entry, decides whether
 ** a file is a valid entry, for the loader, `collgen cache ls/verify` and
-** collgen__cache_read_file alike. Directories are created 0700.
+** collgen__cache_read_file alike; it refuses a file over the entry size cap
+** from its fstat size, before reading or allocating anything. Directories
+** are created 0700.
+**
+** A directory this process cannot write (a shared cache opened up
+** read-only, a read-only mount) still serves its entries; what the process
+** compiles then stays in memory, and one warning says so. Paths are
+** printed through collgen__escape.
 */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -33,6 +41,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "escape.h"
 #include "sha256.h"
 
 static const char MAGIC[8] = {'\x93', 'C', 'G', 'C', 'U', 'B', 'I', 'N'};
@@ -55,13 +64,41 @@ typedef struct {
 struct collgen__cache {
   char dir[4096];
   int disk;               /* 0 = memory only */
+  int writable;           /* 0 = entries are read from dir, new ones stay in memory */
   collgen__entry *table[BUCKETS];
 };
 
-static void warn_memory_only(const char *dir, const char *why) {
-  collgen__log(COLLGEN_LOG_WARN,
-               "cache directory %s is not usable (%s); caching in memory only",
-               dir, why);
+/* A path as it is printed: escaped (escape.h), at most ~1 KiB. */
+typedef struct { char text[1040]; } shown_path;
+static const char *show(const char *path, shown_path *s) {
+  return collgen__escape(path, s->text, sizeof s->text);
+}
+
+enum { WARN_MEMORY_ONLY, WARN_READ_ONLY };
+
+/* Warns that the cache at `dir` is memory only or read-only, once per
+** process, directory and kind: every generator opens its cache, `collgen
+** compile` opens it twice, and forked workers inherit what was said. */
+static void warn_dir(int kind, const char *dir, const char *why) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t said[64];
+  static int nsaid;
+  uint64_t h = 1469598103934665603ULL ^ (uint64_t)kind; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)dir; *p; ++p)
+    h = (h ^ *p) * 1099511628211ULL;
+  pthread_mutex_lock(&lock);
+  int before = 0;
+  for (int i = 0; i < nsaid && !before; ++i) before = said[i] == h;
+  if (!before && nsaid < (int)(sizeof said / sizeof said[0])) said[nsaid++] = h;
+  pthread_mutex_unlock(&lock);
+  if (before) return;
+  shown_path d;
+  if (kind == WARN_READ_ONLY)
+    collgen__log(COLLGEN_LOG_WARN, "cache directory %s is read-only (%s): its entries are used, "
+                 "new ones are cached in memory only", show(dir, &d), why);
+  else
+    collgen__log(COLLGEN_LOG_WARN, "cache directory %s is not usable (%s); caching in memory only",
+                 show(dir, &d), why);
 }
 
 /* ---- File-system steps that never leave the tree ---------------------- */
@@ -135,19 +172,36 @@ static int ensure_subdir(int dirfd, const char *name) {
 /* Removes `name` from dirfd if it is a regular file or a symlink (the link
 ** itself) and, when `seen` is given, still the file that was examined
 ** (same device and inode). FIFOs, devices, sockets and directories stay.
-** Returns 1 when removed. */
+** Returns 1 when removed, 0 when it was not to be removed (or is gone),
+** -errno when unlinking it failed (a read-only directory). */
 static int remove_if_safe(int dirfd, const char *name, const struct stat *seen) {
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
   if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) return 0;
   if (seen && (st.st_dev != seen->st_dev || st.st_ino != seen->st_ino)) return 0;
-  return unlinkat(dirfd, name, 0) == 0;
+  if (unlinkat(dirfd, name, 0) == 0) return 1;
+  return errno == ENOENT ? 0 : -errno;
 }
 
-/* Removes the regular files and symlinks in <dir>/tmp last modified more
-** than `min_age_s` seconds ago (-1: all of them). A tmp that is not a real
-** directory is left alone. Returns the number removed. */
-static int remove_temp_files(int rootfd, time_t min_age_s) {
+static const char TEMP_DIGITS[] =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+/* Whether `name` is one write_atomic_at makes: "entry." and 6 digits of
+** TEMP_DIGITS. Nothing else in tmp/ is ever removed, in case the cache
+** directory was pointed at a folder with a tmp/ of its own. */
+static int is_temp_name(const char *name) {
+  if (strncmp(name, "entry.", 6) != 0 || strlen(name) != 12) return 0;
+  for (int i = 6; i < 12; ++i)
+    if (!strchr(TEMP_DIGITS, name[i])) return 0;
+  return 1;
+}
+
+/* Removes the temp files (is_temp_name: regular files and symlinks) in
+** <dir>/tmp last modified more than `min_age_s` seconds ago (-1: all of
+** them). A tmp that is not a real directory is left alone. Counts what
+** could not be removed into *failed (and its errno into *error, first
+** failure only) when given. Returns the number removed. */
+static int remove_temp_files(int rootfd, time_t min_age_s, int *failed, int *error) {
   int t = open_subdir(rootfd, "tmp");
   if (t < 0) return 0;
   DIR *d = fdopendir(t);
@@ -159,14 +213,35 @@ static int remove_temp_files(int rootfd, time_t min_age_s) {
   int removed = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] == '.') continue;
+    if (!is_temp_name(de->d_name)) continue;
     struct stat st;
-    if (fstatat(t, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        now - st.st_mtime > min_age_s)
-      removed += remove_if_safe(t, de->d_name, &st);
+    if (fstatat(t, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || now - st.st_mtime <= min_age_s)
+      continue;
+    int rc = remove_if_safe(t, de->d_name, &st);
+    removed += rc > 0;
+    if (rc < 0 && failed) {
+      if (!*failed) *error = -rc;
+      ++*failed;
+    }
   }
   closedir(d);
   return removed;
+}
+
+/* Makes tmp/ and entries/ of rootfd real folders (ensure_subdir) that
+** this process may write. Returns 0, or -errno with *what naming the
+** folder in the way. */
+static int prepare_for_writing(int rootfd, const char **what) {
+  static const char *const names[] = {"tmp", "entries"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+    *what = names[i];
+    int fd = ensure_subdir(rootfd, names[i]);
+    if (fd < 0) return fd;
+    int rc = faccessat(fd, ".", W_OK, AT_EACCESS) == 0 ? 0 : -errno;
+    close(fd);
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 int collgen__cache_open(collgen__cache **out, const char *dir) {
@@ -176,32 +251,35 @@ int collgen__cache_open(collgen__cache **out, const char *dir) {
   if (collgen__param_cache_disable()) return COLLGEN_OK;
   if (dir && *dir) snprintf(c->dir, sizeof c->dir, "%s", dir);
   else if (collgen__default_cache_dir(c->dir, sizeof c->dir) != 0) {
-    warn_memory_only("(none)", "no COLLGEN_CACHE_DIR, XDG_CACHE_HOME or HOME");
+    warn_dir(WARN_MEMORY_ONLY, "(none)", "no COLLGEN_CACHE_DIR, XDG_CACHE_HOME or HOME");
     return COLLGEN_OK;
   }
+  const char *what = NULL;
   int rc = mkdirs_private(c->dir), root = -1;
   if (rc == 0 && (root = open_root(c->dir)) < 0) rc = -errno;
+  if (rc == 0) rc = prepare_for_writing(root, &what);
   if (rc == 0) {
-    int fd = ensure_subdir(root, "tmp");
-    if (fd < 0) rc = fd;
-    else close(fd);
-  }
-  if (rc == 0) {
-    int fd = ensure_subdir(root, "entries");
-    if (fd < 0) rc = fd;
-    else close(fd);
-  }
-  if (rc == 0 && faccessat(root, "tmp", W_OK, 0) != 0) rc = -errno;
-  if (rc != 0) {
-    if (root >= 0) close(root);
-    warn_memory_only(c->dir, strerror(-rc));
+    c->disk = c->writable = 1;
+    /* Temp files older than an hour are leftovers of writers that died
+    ** between creating and renaming them; younger ones may belong to a live
+    ** writer. */
+    remove_temp_files(root, 3600, NULL, NULL);
+    close(root);
     return COLLGEN_OK;
   }
-  c->disk = 1;
-  /* Temp files older than an hour are leftovers of writers that died between
-  ** creating and renaming them; younger ones may belong to a live writer. */
-  remove_temp_files(root, 3600);
-  close(root);
+  /* Not writable: what is in a real entries/ folder is still served. */
+  char why[300];
+  snprintf(why, sizeof why, "%s%s%s", what ? what : "", what ? ": " : "", strerror(-rc));
+  if (root < 0) root = open_root(c->dir);
+  int entries = root >= 0 ? open_subdir(root, "entries") : -1;
+  if (entries >= 0) {
+    close(entries);
+    c->disk = 1;
+    warn_dir(WARN_READ_ONLY, c->dir, why);
+  } else {
+    warn_dir(WARN_MEMORY_ONLY, c->dir, why);
+  }
+  if (root >= 0) close(root);
   return COLLGEN_OK;
 }
 
@@ -227,6 +305,8 @@ void collgen__cache_close(collgen__cache *c) {
 const char *collgen__cache_dir(const collgen__cache *c) {
   return c->disk ? c->dir : NULL;
 }
+
+int collgen__cache_writable(const collgen__cache *c) { return c->writable; }
 
 const collgen__entry *collgen__cache_find_memory(collgen__cache *c,
                                                  const uint8_t key[32]) {
@@ -262,12 +342,13 @@ enum { LOAD_OK, LOAD_MISSING, LOAD_BAD };
 /* The one test of an entry file, used by the loader, ls/verify and
 ** collgen__cache_read_file: `name` in the directory shardfd (the shard
 ** called `shard`) is opened without following a link or blocking, must be
-** a regular file named after its key, with magic, format, header size,
-** total size, checksum and key all right. On LOAD_OK fills *e (the caller
-** frees e->cubin) and, when fd_out is given, hands over the open fd. On
-** LOAD_BAD writes the reason into err and, when seen is given, the stat of
-** what was examined (fstat of the open file, else its lstat), so that a
-** removal can check it is still the same file. */
+** a regular file named after its key, no larger than the entry size cap
+** (its fstat size, before anything is read or allocated), with magic,
+** format, header size, total size, checksum and key all right. On LOAD_OK
+** fills *e (the caller frees e->cubin) and, when fd_out is given, hands
+** over the open fd. On LOAD_BAD writes the reason into err and, when seen
+** is given, the stat of what was examined (fstat of the open file, else
+** its lstat), so that a removal can check it is still the same file. */
 static int load_entry(int shardfd, const char *shard, const char *name,
                       collgen__entry *e, char *err, size_t n, int *fd_out,
                       struct stat *seen) {
@@ -304,6 +385,12 @@ static int load_entry(int shardfd, const char *shard, const char *name,
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "not a regular file");
     goto out;
   }
+  /* The real size, not the header's claim: a sparse file may say 4 GiB. */
+  if ((uint64_t)st.st_size > COLLGEN_CACHE_ENTRY_MAX_BYTES) {
+    collgen__fail(err, n, COLLGEN_ERR_CACHE, "%lld bytes, over the entry size cap of %d MiB",
+                  (long long)st.st_size, (int)(COLLGEN_CACHE_ENTRY_MAX_BYTES >> 20));
+    goto out;
+  }
   if ((size_t)st.st_size < sizeof h || collgen__read_full(fd, &h, sizeof h) != 0) {
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "truncated header");
     goto out;
@@ -313,7 +400,8 @@ static int load_entry(int shardfd, const char *shard, const char *name,
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "bad magic or format version");
     goto out;
   }
-  /* Compared without forming sizeof h + payload_bytes, which may wrap. */
+  /* Compared without forming sizeof h + payload_bytes, which may wrap; with
+  ** the cap above it also bounds the allocation below. */
   if ((uint64_t)st.st_size - sizeof h != h.payload_bytes) {
     collgen__fail(err, n, COLLGEN_ERR_CACHE, "size %lld does not match header (%zu + %llu)",
                   (long long)st.st_size, sizeof h, (unsigned long long)h.payload_bytes);
@@ -411,8 +499,10 @@ static collgen__entry *insert_memory(collgen__cache *c, collgen__entry *e) {
 static void discard(int shardfd, const char *name, const char *path, const char *why,
                     const struct stat *seen) {
   int removed = remove_if_safe(shardfd, name, seen);
-  collgen__log(COLLGEN_LOG_INFO, "%s cache entry %s: %s", removed ? "discarding" : "ignoring",
-               path, why);
+  shown_path p;
+  collgen__log(COLLGEN_LOG_INFO, "%s cache entry %s: %s%s%s",
+               removed > 0 ? "discarding" : "ignoring", show(path, &p), why,
+               removed < 0 ? "; cannot remove it: " : "", removed < 0 ? strerror(-removed) : "");
 }
 
 const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
@@ -460,7 +550,6 @@ const collgen__entry *collgen__cache_find_disk(collgen__cache *c,
 ** 0 or -errno. */
 static int write_atomic_at(int tmpfd, int dstfd, const char *name, const void *data,
                            size_t size) {
-  static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   char tmp[32];
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
@@ -474,7 +563,7 @@ static int write_atomic_at(int tmpfd, int dstfd, const char *name, const void *d
       for (int i = 0; i < 6; ++i) r[i] = (unsigned char)(x >> (8 * i));
     }
     snprintf(tmp, sizeof tmp, "entry.");
-    for (int i = 0; i < 6; ++i) tmp[6 + i] = digits[r[i] % (sizeof digits - 1)];
+    for (int i = 0; i < 6; ++i) tmp[6 + i] = TEMP_DIGITS[r[i] % (sizeof TEMP_DIGITS - 1)];
     tmp[12] = 0;
     fd = openat(tmpfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) return -errno;
@@ -527,7 +616,17 @@ static int write_entry(collgen__cache *c, const char *hex, const void *buf, size
 
 const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
   insert_memory(c, e);
-  if (!c->disk) return e;
+  if (!c->writable) return e; /* memory only or read-only: said once, at open */
+  char hex[65], path[4300];
+  shown_path p;
+  collgen__hex(e->key, hex);
+  entry_path(c->dir, hex, path, sizeof path);
+  if (e->size > COLLGEN_CACHE_ENTRY_MAX_BYTES - sizeof(disk_header)) { /* no reader takes it */
+    collgen__log(COLLGEN_LOG_WARN, "not writing cache entry %s: its %zu-byte cubin is over the "
+                 "entry size cap of %d MiB (kept in memory)", show(path, &p), e->size,
+                 (int)(COLLGEN_CACHE_ENTRY_MAX_BYTES >> 20));
+    return e;
+  }
   disk_header h;
   memset(&h, 0, sizeof h);
   memcpy(h.magic, MAGIC, 8);
@@ -553,14 +652,11 @@ const collgen__entry *collgen__cache_put(collgen__cache *c, collgen__entry *e) {
   if (!buf) return e;
   memcpy(buf, &h, sizeof h);
   memcpy(buf + sizeof h, e->cubin, e->size);
-  char hex[65], path[4300];
-  collgen__hex(e->key, hex);
-  entry_path(c->dir, hex, path, sizeof path);
   int rc = write_entry(c, hex, buf, total);
   free(buf);
   if (rc != 0) {
-    collgen__log(COLLGEN_LOG_WARN, "cannot write cache entry %s: %s",
-                 path, strerror(-rc));
+    collgen__log(COLLGEN_LOG_WARN, "cannot write cache entry %s: %s", show(path, &p),
+                 strerror(-rc));
     return e;
   }
   int64_t cap = collgen__param_cache_max_bytes();
@@ -675,7 +771,7 @@ static void visit_check(const tree_item *it, void *ctx) {
       free(e.cubin);
       return;
     }
-    int removed = w->remove_bad && remove_if_safe(it->dirfd, it->name, &seen);
+    int removed = w->remove_bad ? remove_if_safe(it->dirfd, it->name, &seen) : 0;
     w->bad++;
     w->cb(it->path, size, NULL, why, removed, w->ctx);
     return;
@@ -685,7 +781,7 @@ static void visit_check(const tree_item *it, void *ctx) {
            : S_ISREG(it->st.st_mode) ? "a file where a shard folder belongs"
            : S_ISDIR(it->st.st_mode) ? "a folder where an entry belongs"
                                      : "not a regular file");
-  int removed = w->remove_bad && remove_if_safe(it->dirfd, it->name, &it->st);
+  int removed = w->remove_bad ? remove_if_safe(it->dirfd, it->name, &it->st) : 0;
   w->bad++;
   w->cb(it->path, size, NULL, why, removed, w->ctx);
 }
@@ -765,16 +861,24 @@ int collgen__cache_evict(const char *dir, int64_t max_bytes, const char *keep) {
 }
 
 static void clear_item(const tree_item *it, void *ctx) {
-  *(int *)ctx += remove_if_safe(it->dirfd, it->name, &it->st);
+  collgen__cache_clear_result *r = ctx;
+  if (!S_ISREG(it->st.st_mode) && !S_ISLNK(it->st.st_mode)) return; /* kept: not an entry */
+  int rc = remove_if_safe(it->dirfd, it->name, &it->st);
+  r->removed += rc > 0;
+  if (rc < 0) {
+    if (!r->failed) r->error = -rc;
+    r->failed++;
+  }
 }
 
-int collgen__cache_clear(const char *dir) {
-  int removed = 0;
-  walk_tree(dir, clear_item, &removed);
+int collgen__cache_clear(const char *dir, collgen__cache_clear_result *r) {
+  memset(r, 0, sizeof *r);
+  int rc = walk_tree(dir, clear_item, r); /* refuses a folder without entries/ */
+  if (rc != 0) return rc;
   int root = open_root(dir);
   if (root >= 0) {
-    remove_temp_files(root, -1);
+    remove_temp_files(root, -1, &r->failed, &r->error);
     close(root);
   }
-  return removed;
+  return 0;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "internal.h"
 #include "parse_int.h"
 
@@ -24,15 +25,16 @@ static int64_t cache_max_bytes;
 static int timeout_ms;
 
 /* The value of an integer variable when it is set and in [lo, hi]; the
-** default otherwise (a malformed or out-of-range value is ignored with a
-** warning, never truncated or wrapped). */
+** default otherwise (a malformed or out-of-range value is ignored, never
+** truncated or wrapped, with a warning that shows it escaped). */
 static int64_t env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
   int64_t x = 0;
   if (collgen__parse_int(v, lo, hi, &x) != 0) {
-    collgen__log(COLLGEN_LOG_WARN, "ignoring %s=%s (not an integer in %lld..%lld)", name, v,
-                 (long long)lo, (long long)hi);
+    char shown[256];
+    collgen__log(COLLGEN_LOG_WARN, "ignoring %s=%s (not an integer in %lld..%lld)", name,
+                 collgen__escape(v, shown, sizeof shown), (long long)lo, (long long)hi);
     return dflt;
   }
   return x;

@@ -4,15 +4,21 @@
 ** directory at once, an unusable directory, LRU eviction; files in the
 ** cache tree that are not what they should be (symlinks, FIFOs, misnamed
 ** copies) are never followed, never block and are refused by `verify` as by
-** the loader; private new directories; private, unpredictable source dumps.
+** the loader; private new directories; private, unpredictable source dumps;
+** a read-only cache served from disk to another user without NVRTC; entries
+** over the size cap (a sparse 4 GiB file) refused at once; `cache clear`
+** failing loudly; names from the file system and the environment escaped.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,12 +26,18 @@
 
 #include "cache.h"
 #include "collgen.h"
+#include "escape.h"
 #include "test_util.h"
 
 static char dir[4096];
 
 static void setup(void) { tu_make_temp_dir(dir, sizeof dir); }
-static void teardown(void) { tu_remove_tree(dir); }
+static void teardown(void) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null", dir); /* read-only tests */
+  if (system(cmd) != 0) {} /* rm -rf reports what it cannot remove */
+  tu_remove_tree(dir);
+}
 
 TestSuite(cache, .init = setup, .fini = teardown, .timeout = 300);
 
@@ -308,7 +320,8 @@ Test(cache, clear_does_not_follow_symlinks) {
   free(out);
   cr_expect_eq(access(victim, F_OK), 0, "clear deleted a file outside the cache");
   cr_expect_eq(access(tmp_victim, F_OK), 0, "clear deleted a file behind a symlinked tmp/");
-  collgen__cache_clear(dir);
+  collgen__cache_clear_result r;
+  cr_expect_eq(collgen__cache_clear(dir, &r), 0);
   cr_expect_eq(access(victim, F_OK), 0);
   cr_expect_eq(access(tmp_victim, F_OK), 0);
 }
@@ -484,4 +497,439 @@ Test(cache, source_dump_is_private_unique_and_no_follow) {
   tu_run(cmd, &out);
   cr_expect_eq(atoi(out), 1, "one private (0600) regular dump file: %s", out);
   free(out);
+}
+
+/* ---- A read-only shared cache (issue: "a read-only shared cache is
+** ignored") -------------------------------------------------------------
+** `collgen pregen` into a directory, `chmod -R a+rX,a-w`, then another user
+** without NVRTC. Root passes every permission check, so as root the "other
+** user" is a forked child that drops to nobody (65534); otherwise the
+** directory made read-only is enough. */
+
+#define NOBODY 65534
+
+static void make_read_only(void) {
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "chmod -R a+rX,a-w '%s'", dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* In a forked child: becomes another user when root; exits 99 when the
+** cache directory is still writable (the test would prove nothing), 96
+** when that user cannot reach it (a private $TMPDIR: the test is skipped). */
+static void become_reader(void) {
+  if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0))
+    _exit(98);
+  if (access(dir, R_OK | X_OK) != 0) _exit(96);
+  if (access(dir, W_OK) == 0) _exit(99);
+}
+
+/* Skips the test when the reader could not reach the directory. */
+static void skip_if_unreachable(int status) {
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 96) return;
+  teardown(); /* a skipped test is not torn down */
+  cr_skip_test("user %d cannot reach the test's folder (a private TMPDIR?)", NOBODY);
+}
+
+/* Runs `sh -c cmd` as the reader (see become_reader), stdout and stderr
+** captured into *out (malloc'd). Returns the exit status. */
+static int run_as_reader(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_as_reader(char **out, const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    become_reader();
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(97);
+  }
+  close(fds[1]);
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  ssize_t got;
+  while ((got = read(fds[0], buf + len, cap - len - 1)) > 0) {
+    len += (size_t)got;
+    if (cap - len < 1024) buf = realloc(buf, cap *= 2);
+  }
+  buf[len] = 0;
+  close(fds[0]);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  skip_if_unreachable(status);
+  cr_assert(WIFEXITED(status), "%s died: %s", cmd, buf);
+  int rc = WEXITSTATUS(status);
+  cr_assert(rc < 96, "`%s` as the reader could not run (%d: 97 exec, 98 setuid, 99 the "
+            "directory is still writable): %s", cmd, rc, buf);
+  *out = buf;
+  return rc;
+}
+
+static int count_of(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; p && (p = strstr(p, what)) != NULL; p += strlen(what)) ++n;
+  return n;
+}
+
+Test(cache, read_only_cache_serves_compile_without_nvrtc) {
+  char *out = NULL;
+  cr_assert_eq(run_cli(&out, "compile allreduce_sum --cache-dir '%s'", dir), 0, "%s", out);
+  free(out);
+  make_read_only();
+  int rc = run_as_reader(&out, "COLLGEN_NVRTC_LIBRARY=/nonexistent timeout 60 %s compile "
+                         "allreduce_sum --cache-dir '%s'", COLLGEN_CLI_PATH, dir);
+  cr_expect_eq(rc, 0, "a read-only cache must be read: %s", out);
+  cr_expect(strstr(out, "hit (disk)"), "%s", out);
+  cr_expect_eq(count_of(out, "warning:"), 1, "one warning: %s", out);
+  cr_expect(strstr(out, "read-only") && strstr(out, "memory only"), "%s", out);
+  char stored[4400];
+  snprintf(stored, sizeof stored, "stored:    %s\n", dir);
+  cr_expect(strstr(out, stored), "the entry is reported on disk: %s", out);
+  free(out);
+}
+
+typedef struct { int warnings; char text[4][1024]; } warn_log;
+static void count_warnings(int level, const char *message, void *user) {
+  warn_log *w = user;
+  if (level != COLLGEN_LOG_WARN) return;
+  if (w->warnings < 4) snprintf(w->text[w->warnings], sizeof w->text[0], "%s", message);
+  w->warnings++;
+}
+
+/* The reader's side of read_only_cache_keeps_new_entries_in_memory; the
+** exit code says what went wrong. */
+static int read_only_reader(void) {
+  warn_log w = {0};
+  collgen_set_log_handler(count_warnings, &w);
+  collgen_generator_t *g1, *g2;
+  collgen_kernel_info_t info;
+  if (collgen_generator_create(&g1, dir) != COLLGEN_OK) return 10;
+  if (!collgen__generator_cache_dir(g1)) return 11; /* memory only */
+  collgen_shape_t on_disk = shape_n(0), fresh = shape_n(1);
+  if (collgen_get_kernel(g1, &on_disk, &info) != COLLGEN_OK || info.cache_hit != 1) return 12;
+  if (collgen_get_kernel(g1, &fresh, &info) != COLLGEN_OK || info.cache_hit != 0) return 13;
+  if (collgen_get_kernel(g1, &fresh, &info) != COLLGEN_OK || info.cache_hit != 2) return 14;
+  if (collgen_generator_create(&g2, dir) != COLLGEN_OK) return 15;
+  if (collgen_get_kernel(g2, &on_disk, &info) != COLLGEN_OK || info.cache_hit != 1) return 16;
+  collgen_generator_destroy(g1);
+  collgen_generator_destroy(g2);
+  if (w.warnings != 1) return 17;
+  if (!strstr(w.text[0], "read-only") || !strstr(w.text[0], "memory only")) return 18;
+  return 0;
+}
+
+Test(cache, read_only_cache_keeps_new_entries_in_memory) {
+  collgen_shape_t s = shape_n(0);
+  collgen_kernel_info_t info;
+  cr_assert_eq(get(dir, &s, &info, NULL), 0);
+  make_read_only();
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    become_reader();
+    _exit(read_only_reader());
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  skip_if_unreachable(status);
+  cr_assert(WIFEXITED(status));
+  cr_expect_eq(WEXITSTATUS(status), 0,
+               "reader failed at step %d (11: memory only, 12/16: no disk hit, 13/14: the new "
+               "kernel, 17/18: not one read-only warning)", WEXITSTATUS(status));
+  found f = {.n = 0};
+  collgen__cache_walk(dir, collect, &f);
+  cr_expect_eq(f.n, 1, "nothing was added to the read-only directory");
+}
+
+/* Compiles shape_n(0) into the cache (info, and its path in entry[4800]),
+** then writes junk called `name` next to it (path in junk[4900]): a file
+** that ls and verify call bad. */
+static void entry_and_junk(const char *name, collgen_kernel_info_t *info, char *entry,
+                           char *junk) {
+  collgen_shape_t s = shape_n(0);
+  cr_assert_eq(get(dir, &s, info, NULL), 0);
+  only_entry(entry, 4800);
+  snprintf(junk, 4900, "%.*s/%s", (int)(strrchr(entry, '/') - entry), entry, name);
+  cr_assert_eq(tu_write_file(junk, "junk", 4), 0);
+}
+
+Test(cache, read_only_cache_ls_verify_and_clear) {
+  collgen_kernel_info_t info;
+  char bad[4900], entry[4800], *out = NULL;
+  entry_and_junk("notakey", &info, entry, bad);
+  make_read_only();
+  int rc = run_as_reader(&out, "timeout 60 %s cache ls --cache-dir '%s'", COLLGEN_CLI_PATH, dir);
+  cr_expect_eq(rc, 1, "one bad file: %s", out);
+  cr_expect(strstr(out, info.kernel) && strstr(out, "2 entries"), "ls lists the entry: %s", out);
+  free(out);
+  rc = run_as_reader(&out, "timeout 60 %s cache verify --cache-dir '%s'", COLLGEN_CLI_PATH, dir);
+  cr_expect_eq(rc, 1, "%s", out);
+  cr_expect(strstr(out, "notakey") && strstr(out, "cannot remove") &&
+            strstr(out, "Permission denied"), "verify says it could not remove it: %s", out);
+  free(out);
+  cr_expect_eq(access(bad, F_OK), 0);
+  rc = run_as_reader(&out, "timeout 60 %s cache clear --cache-dir '%s'", COLLGEN_CLI_PATH, dir);
+  cr_expect_eq(rc, 1, "clear removed nothing and must say so: %s", out);
+  cr_expect(strstr(out, "could not") && strstr(out, "Permission denied"), "%s", out);
+  free(out);
+  cr_expect_eq(access(entry, F_OK), 0);
+}
+
+Test(cache, clear_fails_on_what_is_not_a_cache) {
+  char file[4300], home[4300], junk[4400], *out = NULL;
+  snprintf(file, sizeof file, "%s/a-file", dir);
+  cr_assert_eq(tu_write_file(file, "x", 1), 0);
+  cr_expect_eq(run_cli(&out, "cache clear --cache-dir '%s'", file), 1, "a regular file: %s", out);
+  cr_expect(strstr(out, "not a cache directory"), "%s", out);
+  free(out);
+  /* a folder with a tmp/ but no entries/ (a home directory, say): untouched */
+  snprintf(home, sizeof home, "%s/home", dir);
+  snprintf(junk, sizeof junk, "%s/tmp", home);
+  cr_assert_eq(mkdir(home, 0700), 0);
+  cr_assert_eq(mkdir(junk, 0700), 0);
+  snprintf(junk, sizeof junk, "%s/tmp/entry.abcdef", home);
+  cr_assert_eq(tu_write_file(junk, "x", 1), 0);
+  cr_expect_eq(run_cli(&out, "cache clear --cache-dir '%s'", home), 1, "no entries/: %s", out);
+  cr_expect(strstr(out, "not a cache directory"), "%s", out);
+  free(out);
+  cr_expect_eq(access(junk, F_OK), 0, "clear removed a file from a folder that is no cache");
+  /* nothing there at all: nothing to do */
+  cr_expect_eq(run_cli(&out, "cache clear --cache-dir '%s/none'", dir), 0, "%s", out);
+  cr_expect(strstr(out, "does not exist"), "%s", out);
+  free(out);
+}
+
+/* ---- Entry sizes are capped (issue: "a sparse entry file makes the loader
+** allocate its declared size") ------------------------------------------ */
+
+#define OFF_PAYLOAD_BYTES 16
+#define HEADER_BYTES 456
+#define SPARSE_BYTES ((int64_t)4 << 30)
+
+/* Turns the one entry into a header declaring `declared` payload bytes,
+** the file cut (sparse) to `file_bytes`. Returns the entry's path. */
+static void make_sparse_entry(char *path, size_t n, uint64_t declared, int64_t file_bytes) {
+  only_entry(path, n);
+  size_t len;
+  char *d = tu_read_file(path, &len);
+  cr_assert(d && len > HEADER_BYTES);
+  memcpy(d + OFF_PAYLOAD_BYTES, &declared, 8);
+  cr_assert_eq(tu_write_file(path, d, HEADER_BYTES), 0);
+  free(d);
+  cr_assert_eq(truncate(path, file_bytes), 0);
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void count_check(const char *path, int64_t size, const collgen__entry *e, const char *why,
+                        int removed, void *ctx) {
+  (void)path; (void)size; (void)why; (void)removed;
+  *(int *)ctx += e == NULL;
+}
+
+/* In a forked child (alarm: the old loader took 78-93 s): reads, checks and
+** looks up the entry at `path`; each must refuse it within 50 ms and the
+** peak RSS must not grow by more than 16 MiB. Returns 0 or a step number. */
+static int refuse_quickly(const char *path, const uint8_t key[32], char *why, size_t n) {
+  alarm(20);
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  collgen__entry e;
+  double t0 = now_ms();
+  if (collgen__cache_read_file(path, &e, why, n) == COLLGEN_OK) return 1;
+  double t1 = now_ms();
+  int bad = 0;
+  if (collgen__cache_check(dir, 0, count_check, &bad) != 1 || bad != 1) return 2;
+  double t2 = now_ms();
+  collgen__cache *c = NULL;
+  if (collgen__cache_open(&c, dir) != COLLGEN_OK) return 3;
+  double t3 = now_ms();
+  if (collgen__cache_find_disk(c, key, -1, -1) != NULL) return 4;
+  double t4 = now_ms();
+  collgen__cache_close(c);
+  getrusage(RUSAGE_SELF, &r1);
+  if (t1 - t0 > 50 || t2 - t1 > 50 || t4 - t3 > 50) return 5;
+  if (r1.ru_maxrss - r0.ru_maxrss > 16 * 1024) return 6;
+  return 0;
+}
+
+static void expect_refused_quickly(const char *path, const char *key_hex) {
+  uint8_t key[32];
+  for (int i = 0; i < 32; ++i) sscanf(key_hex + 2 * i, "%2hhx", &key[i]);
+  char why[256] = "";
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) _exit(refuse_quickly(path, key, why, sizeof why));
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the loader was killed (signal %d: 14 = it read the whole file)",
+            WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  cr_expect_eq(WEXITSTATUS(status), 0, "step %d failed (1: accepted, 2: check, 4: loaded, "
+               "5: over 50 ms, 6: peak memory grew)", WEXITSTATUS(status));
+  cr_expect_neq(access(path, F_OK), 0, "the lookup removes the refused entry");
+}
+
+Test(cache, sparse_entry_over_the_cap_is_refused_at_once) {
+  collgen_shape_t s = shape_n(0);
+  collgen_kernel_info_t info;
+  char path[4800], *out = NULL;
+  cr_assert_eq(get(dir, &s, &info, NULL), 0);
+  /* header and file size agree: only the cap refuses it */
+  make_sparse_entry(path, sizeof path, (uint64_t)SPARSE_BYTES, HEADER_BYTES + SPARSE_BYTES);
+  expect_refused_quickly(path, info.key);
+  /* and the CLI: ls refuses it at once, verify removes it */
+  cr_assert_eq(get(dir, &s, &info, NULL), 0);
+  make_sparse_entry(path, sizeof path, (uint64_t)SPARSE_BYTES, HEADER_BYTES + SPARSE_BYTES);
+  double t0 = now_ms();
+  cr_expect_eq(run_cli(&out, "cache ls --cache-dir '%s'", dir), 1, "%s", out);
+  cr_expect_lt(now_ms() - t0, 5000, "cache ls took %.0f ms", now_ms() - t0);
+  cr_expect(strstr(out, "cap"), "ls names the cap: %s", out);
+  free(out);
+  cr_expect_eq(run_cli(&out, "cache verify --cache-dir '%s'", dir), 1, "%s", out);
+  cr_expect(strstr(out, "(removed)"), "%s", out);
+  free(out);
+  cr_expect_neq(access(path, F_OK), 0, "verify removed the sparse entry");
+}
+
+Test(cache, declared_size_must_match_the_file) {
+  collgen_shape_t s = shape_n(0);
+  collgen_kernel_info_t info;
+  char path[4800];
+  cr_assert_eq(get(dir, &s, &info, NULL), 0);
+  make_sparse_entry(path, sizeof path, (uint64_t)SPARSE_BYTES, SPARSE_BYTES); /* 456 short */
+  expect_refused_quickly(path, info.key);
+  cr_assert_eq(get(dir, &s, &info, NULL), 0);
+  struct stat st;
+  only_entry(path, sizeof path);
+  cr_assert_eq(stat(path, &st), 0);
+  make_sparse_entry(path, sizeof path, (uint64_t)(st.st_size - HEADER_BYTES), st.st_size + 1);
+  expect_refused_quickly(path, info.key);
+}
+
+/* A cubin over the cap is kept in memory only: no reader would load it. */
+Test(cache, entry_over_the_cap_is_not_written) {
+  collgen__cache *c = NULL;
+  cr_assert_eq(collgen__cache_open(&c, dir), COLLGEN_OK);
+  collgen__entry *e = calloc(1, sizeof *e);
+  e->size = (size_t)64 << 20;
+  e->cubin = calloc(1, e->size);
+  cr_assert(e->cubin);
+  memset(e->key, 0xab, 32);
+  snprintf(e->kernel, sizeof e->kernel, "huge");
+  cr_expect_eq(collgen__cache_put(c, e), e);
+  cr_expect_eq(collgen__cache_find_memory(c, e->key), e, "kept in memory");
+  found f = {.n = 0};
+  collgen__cache_walk(dir, collect, &f);
+  cr_expect_eq(f.n, 0, "an entry over the cap is not written");
+  collgen__cache_close(c);
+}
+
+/* ---- Names are printed escaped (issue: "file names ... are printed
+** raw") ----------------------------------------------------------------- */
+
+Test(escape, bytes_outside_printable_ascii_and_backslashes) {
+  char buf[64];
+  cr_expect_str_eq(collgen__escape("plain name-1.cu", buf, sizeof buf), "plain name-1.cu");
+  cr_expect_str_eq(collgen__escape("", buf, sizeof buf), "");
+  cr_expect_str_eq(collgen__escape(NULL, buf, sizeof buf), "(null)");
+  cr_expect_str_eq(collgen__escape("a\033[31m\n\\\x7f\xc3\xa9", buf, sizeof buf),
+                   "a\\x1b[31m\\x0a\\\\\\x7f\\xc3\\xa9");
+  /* exactly filling the buffer is whole; one byte more is cut at a whole
+  ** escape and marked with "\...", which no whole result contains */
+  cr_expect_str_eq(collgen__escape("abcde", buf, 6), "abcde");
+  cr_expect_str_eq(collgen__escape("abcdef", buf, 6), "a\\...");
+  cr_expect_str_eq(collgen__escape("ab\ncdefgh", buf, 10), "ab\\...");
+  cr_expect_str_eq(collgen__escape("ab\ncdefgh", buf, 11), "ab\\x0a\\...");
+  cr_expect_str_eq(collgen__escape("abc", buf, 4), "", "too small for the cut mark");
+  char big[COLLGEN_ESCAPED_SIZE(256)], all[256];
+  for (int i = 0; i < 255; ++i) all[i] = (char)(i + 1);
+  all[255] = 0;
+  collgen__escape(all, big, sizeof big);
+  for (const char *p = big; *p; ++p) cr_assert(*p >= 0x20 && *p <= 0x7e, "0x%02x", *p);
+  cr_expect_null(strstr(big, "\\..."), "COLLGEN_ESCAPED_SIZE holds any name: %s", big);
+}
+
+/* No control byte but the newlines ending lines, and no line starts with
+** the text smuggled after a newline in a name. */
+static void expect_clean_output(const char *out, const char *what) {
+  for (const unsigned char *p = (const unsigned char *)out; *p; ++p)
+    cr_expect(*p == '\n' || (*p >= 0x20 && *p != 0x7f), "%s: raw byte 0x%02x in: %s", what, *p,
+              out);
+  cr_expect_null(strstr(out, "\nFAKE"), "%s: a name split a line: %s", what, out);
+}
+
+Test(cache, ls_and_verify_escape_names) {
+  collgen_kernel_info_t info;
+  char entry[4800], evil[4900], *out = NULL;
+  entry_and_junk("x\033[2J\nFAKE ok\\", &info, entry, evil);
+  /* a valid entry whose kernel name (from its header) is hostile too */
+  collgen__cache *c = NULL;
+  cr_assert_eq(collgen__cache_open(&c, dir), COLLGEN_OK);
+  collgen__entry *e = calloc(1, sizeof *e);
+  e->size = 16;
+  e->cubin = calloc(1, 16);
+  memset(e->key, 0xcd, 32);
+  snprintf(e->kernel, sizeof e->kernel, "k\033]0;owned\007\nFAKE");
+  snprintf(e->canonical, sizeof e->canonical, "arch=sm_90\033[1m;");
+  collgen__cache_put(c, e);
+  collgen__cache_close(c);
+  const char *subs[] = {"ls", "verify"};
+  for (int i = 0; i < 2; ++i) {
+    cr_expect_eq(run_cli(&out, "cache %s --cache-dir '%s'", subs[i], dir), 1, "%s", out);
+    expect_clean_output(out, subs[i]);
+    cr_expect(strstr(out, "x\\x1b[2J\\x0aFAKE ok\\\\"), "%s: the name escaped: %s", subs[i], out);
+    if (i == 0)
+      cr_expect(strstr(out, "k\\x1b]0;owned\\x07\\x0aFAKE"), "the kernel escaped: %s", out);
+    free(out);
+  }
+}
+
+Test(cache, directory_names_are_escaped) {
+  char file[4300], bad[4400], *out = NULL;
+  snprintf(file, sizeof file, "%s/x\033[2J\nFAKE", dir);
+  cr_assert_eq(tu_write_file(file, "x", 1), 0);
+  snprintf(bad, sizeof bad, "%s/sub", file); /* unusable: a folder under a file */
+  warn_log w = {0};
+  collgen_set_log_handler(count_warnings, &w);
+  collgen__cache *c = NULL;
+  cr_assert_eq(collgen__cache_open(&c, bad), COLLGEN_OK);
+  collgen__cache_close(c);
+  collgen_set_log_handler(NULL, NULL);
+  cr_assert_eq(w.warnings, 1);
+  expect_clean_output(w.text[0], "the cache warning");
+  cr_expect(strstr(w.text[0], "x\\x1b[2J\\x0aFAKE/sub"), "%s", w.text[0]);
+  const char *subs[] = {"ls", "verify", "clear"};
+  for (int i = 0; i < 3; ++i) {
+    run_cli(&out, "cache %s --cache-dir '%s'", subs[i], file);
+    expect_clean_output(out, subs[i]);
+    free(out);
+  }
+}
+
+Test(cache, environment_values_are_escaped_in_warnings) {
+  warn_log w = {0};
+  collgen_set_log_handler(count_warnings, &w);
+  setenv("COLLGEN_CACHE_MAX_BYTES", "12\033[2J\nFAKE\\", 1);
+  cr_expect_eq(collgen__param_cache_max_bytes(), (int64_t)1 << 30, "the default is kept");
+  collgen_set_log_handler(NULL, NULL);
+  cr_assert_eq(w.warnings, 1);
+  expect_clean_output(w.text[0], "the parameter warning");
+  cr_expect(strstr(w.text[0], "COLLGEN_CACHE_MAX_BYTES=12\\x1b[2J\\x0aFAKE\\\\"), "%s",
+            w.text[0]);
 }

@@ -11,10 +11,14 @@
 ** runtime, so none), several grid caps; allreduce_residual_rmsnorm with
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
-** would only lengthen the test).
+** would only lengthen the test). The same holds for a pregenerated cache
+** made read-only (`chmod -R a+rX,a-w`) and read by another user (as root:
+** a child that drops to nobody), with one warning that new kernels would
+** stay in memory.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +47,12 @@ static void setup(void) {
   unsetenv("COLLGEN_TEMPLATE_DIR");
   unsetenv("COLLGEN_CACHE_DISABLE");
 }
-static void teardown(void) { tu_remove_tree(dir); }
+static void teardown(void) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null", dir); /* the read-only test */
+  if (system(cmd) != 0) {} /* rm -rf reports what it cannot remove */
+  tu_remove_tree(dir);
+}
 /* Plain builds take ~40 s; under ASan next to other tests on 2 cores the
 ** sweep's ~420k planner calls took up to 300 s, hence the margin. */
 TestSuite(pregen, .init = setup, .fini = teardown, .timeout = 900);
@@ -155,14 +164,24 @@ static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
     }
 }
 
+typedef struct { int count; char first[1024]; } warnings;
+static void count_warning(int level, const char *message, void *user) {
+  warnings *w = user;
+  if (level != COLLGEN_LOG_WARN) return;
+  if (w->count++ == 0) snprintf(w->first, sizeof w->first, "%s", message);
+}
+
 /* The child's whole job: NVRTC made unloadable before any use, then every
 ** call shape of the matrix. Exit 0 when all were disk hits, 1 on misses,
-** 3 when NVRTC turned out to be loadable (the check would prove nothing). */
-static int run_sweep(const char *report_path) {
+** 3 when NVRTC turned out to be loadable (the check would prove nothing),
+** 5 when a read-only cache did not give exactly one warning saying so. */
+static int run_sweep(FILE *report, int read_only) {
   setenv("COLLGEN_NVRTC_LIBRARY", "/nonexistent", 1);
+  warnings w = {0, ""};
+  collgen_set_log_handler(count_warning, &w);
   sweep *s = calloc(1, sizeof *s);
-  s->report = fopen(report_path, "w");
-  if (!s->report || collgen_generator_create(&s->gen, dir) != COLLGEN_OK) return 4;
+  s->report = report;
+  if (collgen_generator_create(&s->gen, dir) != COLLGEN_OK) return 4;
 
   collgen_shape_t probe;
   collgen_kernel_info_t info;
@@ -196,12 +215,17 @@ static int run_sweep(const char *report_path) {
   sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);
   fprintf(s->report, "%d calls, %d distinct kernels, %d calls (%d kernels) not served from disk\n",
           s->calls, s->nkeys, s->misses, s->nmissing);
+  int warned = read_only ? w.count == 1 && strstr(w.first, "read-only") : w.count == 0;
+  if (!warned)
+    fprintf(s->report, "%d warnings, the first: %s\n", w.count, w.count ? w.first : "(none)");
   fclose(s->report);
   collgen_generator_destroy(s->gen);
-  return s->misses ? 1 : 0;
+  return s->misses ? 1 : !warned ? 5 : 0;
 }
 
-Test(pregen, every_call_shape_is_served_without_nvrtc) {
+/* Runs `collgen pregen` of the matrix into dir; returns the number of
+** kernels it left there (compiled + already cached). */
+static int pregen(void) {
   char cmd[8192], *out = NULL;
   snprintf(cmd, sizeof cmd, "%s pregen " MATRIX_ARGS " --cache-dir '%s' -j 2", COLLGEN_CLI_PATH,
            dir);
@@ -212,27 +236,63 @@ Test(pregen, every_call_shape_is_served_without_nvrtc) {
                            &compiled, &cached, &failed) == 3, "%s", out);
   cr_assert_eq(failed, 0, "%s", out);
   free(out);
+  return compiled + cached;
+}
 
+/* Sweeps in a child (NVRTC stays unloadable there only), as another user
+** on a read-only copy when `read_only`, and checks that it used exactly the
+** `pregenerated` kernels. */
+static void sweep_in_child(int pregenerated, int read_only) {
   char report_path[4200];
   snprintf(report_path, sizeof report_path, "%s/sweep-report.txt", dir);
+  FILE *report = fopen(report_path, "w"); /* before the directory turns read-only */
+  cr_assert(report);
+  if (read_only) {
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "chmod -R a+rX,a-w '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+  }
   fflush(NULL);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
-  if (pid == 0) _exit(run_sweep(report_path)); /* NVRTC stays unloadable in the child only */
+  if (pid == 0) {
+    if (read_only && geteuid() == 0 &&
+        (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(6); /* root passes every permission check: become nobody */
+    if (read_only && access(dir, R_OK | X_OK) != 0) _exit(8);
+    if (read_only && access(dir, W_OK) == 0) _exit(7);
+    _exit(run_sweep(report, read_only));
+  }
+  fclose(report);
   int status = 0;
   cr_assert_eq(waitpid(pid, &status, 0), pid);
-  char *report = tu_read_file(report_path, NULL);
-  cr_log_info("%s", report ? report : "(no report)");
-  cr_assert(WIFEXITED(status), "the sweep process died:\n%s", report ? report : "");
-  cr_assert_eq(WEXITSTATUS(status), 0, "calls that would need NVRTC after pregen:\n%s",
-               report ? report : "(no report)");
+  char *text = tu_read_file(report_path, NULL);
+  cr_log_info("%s", text ? text : "(no report)");
+  cr_assert(WIFEXITED(status), "the sweep process died:\n%s", text ? text : "");
+  if (WEXITSTATUS(status) == 8) {
+    free(text);
+    teardown(); /* a skipped test is not torn down */
+    cr_skip_test("nobody cannot reach the test's folder (a private TMPDIR?)");
+  }
+  cr_assert_neq(WEXITSTATUS(status), 6, "could not become nobody");
+  cr_assert_neq(WEXITSTATUS(status), 7, "the read-only directory is writable");
+  cr_assert_eq(WEXITSTATUS(status), 0, "calls that would need NVRTC after pregen (exit %d):\n%s",
+               WEXITSTATUS(status), text ? text : "(no report)");
   int calls = 0, kernels = 0;
-  const char *summary = report ? strstr(report, " calls, ") : NULL;
-  while (summary && summary > report && summary[-1] != '\n') --summary;
+  const char *summary = text ? strstr(text, " calls, ") : NULL;
+  while (summary && summary > text && summary[-1] != '\n') --summary;
   cr_assert(summary && sscanf(summary, "%d calls, %d distinct kernels", &calls, &kernels) == 2,
-            "%s", report ? report : "");
-  cr_expect_eq(kernels, compiled + cached,
+            "%s", text ? text : "");
+  cr_expect_eq(kernels, pregenerated,
                "pregen wrote %d kernels, the calls of its matrix use %d: it compiles kernels "
-               "no call needs (or the sweep misses some)", compiled + cached, kernels);
-  free(report);
+               "no call needs (or the sweep misses some)", pregenerated, kernels);
+  free(text);
+}
+
+Test(pregen, every_call_shape_is_served_without_nvrtc) { sweep_in_child(pregen(), 0); }
+
+/* A shared cache: filled by its owner, opened up read-only, then read by
+** someone who can neither write it nor load NVRTC. */
+Test(pregen, read_only_cache_serves_every_call_shape_to_another_user) {
+  sweep_in_child(pregen(), 1);
 }

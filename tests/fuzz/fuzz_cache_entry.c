@@ -7,7 +7,12 @@
 ** may crash, leak or hang; an accepted file must be a well-formed entry
 ** (checked here independently: magic, format, sizes, SHA-256, key) and give
 ** back its payload; a refused file must be removed; the loader and verify
-** must agree. One temp directory serves every run; each run leaves it empty.
+** must agree. An input whose header declares more payload than it carries
+** is then also tried as a sparse file of the declared size (ftruncate):
+** over the 64 MiB entry cap it must be refused from its size alone (a
+** loader that read or allocated it would blow -rss_limit_mb or -timeout);
+** up to 64 KiB of payload it is judged like any entry, zeros and all. One
+** temp directory serves every run; each run leaves it empty.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,9 +31,15 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The header layout of docs/cache.md, restated here on purpose. */
+/* The header layout and entry size cap of docs/cache.md, restated here on
+** purpose. */
 enum { OFF_FORMAT = 8, OFF_HEADER = 12, OFF_PAYLOAD = 16, OFF_SUM = 24, OFF_KEY = 56,
        HEADER = 456 };
+#define CAP ((uint64_t)64 << 20)
+/* Sparse files: judged up to this payload, refused by size above CAP, not
+** tried beyond 1 TiB (or in between: hashing 64 MiB per run is too slow). */
+#define SPARSE_JUDGED ((uint64_t)64 << 10)
+#define SPARSE_MAX ((uint64_t)1 << 40)
 
 static char root[4096];
 static collgen__cache *cache;
@@ -51,7 +62,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *t = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
   snprintf(root, sizeof root, "%s/collgen-fuzz-cache-XXXXXX", t && *t ? t : "/tmp");
   if (!mkdtemp(root)) abort();
-  if (collgen__cache_open(&cache, root) != COLLGEN_OK || !collgen__cache_dir(cache)) abort();
+  if (collgen__cache_open(&cache, root) != COLLGEN_OK || !collgen__cache_writable(cache)) abort();
+  if (COLLGEN_CACHE_ENTRY_MAX_BYTES != CAP) abort(); /* docs/cache.md and this file disagree */
   atexit(cleanup);
   return 0;
 }
@@ -62,8 +74,9 @@ static uint64_t u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; 
 /* Whether the bytes are a valid entry for `key`, judged without the cache. */
 static int well_formed(const uint8_t *d, size_t n, const uint8_t key[32]) {
   static const uint8_t magic[8] = {0x93, 'C', 'G', 'C', 'U', 'B', 'I', 'N'};
-  if (n < HEADER || memcmp(d, magic, 8) != 0 || u32(d + OFF_FORMAT) != COLLGEN_CACHE_FORMAT ||
-      u32(d + OFF_HEADER) != HEADER || u64(d + OFF_PAYLOAD) != n - HEADER)
+  if (n < HEADER || n > CAP || memcmp(d, magic, 8) != 0 ||
+      u32(d + OFF_FORMAT) != COLLGEN_CACHE_FORMAT || u32(d + OFF_HEADER) != HEADER ||
+      u64(d + OFF_PAYLOAD) != n - HEADER)
     return 0;
   collgen__sha256_ctx s;
   uint8_t sum[32];
@@ -94,23 +107,28 @@ static void count(const char *path, int64_t size, const collgen__entry *e, const
   t->good += e != NULL;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  uint8_t key[32] = {0};
-  if (size >= OFF_KEY + 32) memcpy(key, data + OFF_KEY, 32);
-  char hex[65], shard[4200], path[4400];
-  collgen__hex(key, hex);
-  snprintf(shard, sizeof shard, "%s/entries/%.2s", root, hex);
-  snprintf(path, sizeof path, "%s/%s", shard, hex);
-  if (mkdir(shard, 0700) != 0 && errno != EEXIST) abort();
-  int valid = well_formed(data, size, key);
+/* Writes the entry file: `n` bytes of d, then (sparse) zeros up to `total`
+** bytes. Returns 0, or -1 when the file system refuses that size. */
+static int put_file(const char *path, const uint8_t *d, size_t n, uint64_t total) {
+  write_file(path, d, n);
+  return total > n && truncate(path, (off_t)total) != 0 ? -1 : 0;
+}
 
-  write_file(path, data, size);
+/* One file through the loader, then through verify: both must say `valid`;
+** an accepted entry gives back `want` (the payload, `total` - HEADER
+** bytes), a refused one is removed. */
+static void judge(const char *path, const uint8_t key[32], const uint8_t *d, size_t n,
+                  uint64_t total, int valid, const uint8_t *want) {
+  if (put_file(path, d, n, total) != 0) { /* too large for this file system */
+    unlink(path);
+    return;
+  }
   const collgen__entry *e = collgen__cache_find_disk(cache, key, -1, -1);
   if ((e != NULL) != valid) abort(); /* loader accepted garbage or refused an entry */
   struct stat st;
   int present = lstat(path, &st) == 0;
   if (e) {
-    if (!present || e->size != size - HEADER || memcmp(e->cubin, data + HEADER, e->size) != 0 ||
+    if (!present || e->size != total - HEADER || memcmp(e->cubin, want, e->size) != 0 ||
         memcmp(e->key, key, 32) != 0)
       abort();
     /* the memory table would grow with every accepted input: start afresh */
@@ -120,13 +138,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort(); /* a refused regular file is removed */
   }
 
-  write_file(path, data, size);
+  if (put_file(path, d, n, total) != 0) abort();
   tally t = {0, 0};
   int bad = collgen__cache_check(root, 1, count, &t);
   if (t.items != 1 || t.good != valid || bad != !valid) abort(); /* verify == loader */
   if ((lstat(path, &st) == 0) != valid) abort();
-
   unlink(path);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  uint8_t key[32] = {0};
+  if (size >= OFF_KEY + 32) memcpy(key, data + OFF_KEY, 32);
+  char hex[65], shard[4200], path[4400];
+  collgen__hex(key, hex);
+  snprintf(shard, sizeof shard, "%s/entries/%.2s", root, hex);
+  snprintf(path, sizeof path, "%s/%s", shard, hex);
+  if (mkdir(shard, 0700) != 0 && errno != EEXIST) abort();
+  judge(path, key, data, size, size, well_formed(data, size, key), data + HEADER);
+
+  /* The header promises more than the bytes carry: the same bytes as a
+  ** sparse file of the promised size. */
+  uint64_t declared = size >= HEADER ? u64(data + OFF_PAYLOAD) : 0;
+  if (size >= HEADER && declared > size - HEADER && declared <= SPARSE_MAX - HEADER) {
+    uint64_t total = HEADER + declared;
+    if (total > CAP) {
+      judge(path, key, data, size, total, 0, NULL); /* refused by size, never read */
+    } else if (declared <= SPARSE_JUDGED) {
+      uint8_t *full = calloc(1, (size_t)total);
+      if (!full) abort();
+      memcpy(full, data, size);
+      judge(path, key, data, size, total, well_formed(full, (size_t)total, key), full + HEADER);
+      free(full);
+    }
+  }
   rmdir(shard);
   return 0;
 }
