@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "test_util.h"
 
 static char dir[4096];
@@ -25,6 +26,14 @@ static int cg(const char *args, char **out) {
   char cmd[8000];
   snprintf(cmd, sizeof cmd, "%s %s", COLLGEN_CLI_PATH, args);
   return tu_run(cmd, out);
+}
+
+/* Runs `collgen <args>`; returns the exit status and what it wrote on
+** stderr alone (stdout dropped). */
+static int cg_stderr(const char *args, char **err) {
+  char cmd[8000];
+  snprintf(cmd, sizeof cmd, "{ %s %s 2>&1 >/dev/null; }", COLLGEN_CLI_PATH, args);
+  return tu_run(cmd, err);
 }
 
 /* The summary line of pregen ("pregen: N compiled, ..." at a line start),
@@ -52,13 +61,13 @@ Test(cli, help_and_usage_errors) {
   cr_expect(strstr(out, "usage: collgen COMMAND"));
   free(out);
   cr_expect_eq(cg("frobnicate", &out), 2);
-  cr_expect(strstr(out, "unknown command 'frobnicate'"));
+  cr_expect(strstr(out, "unknown command: 'frobnicate'"));
   free(out);
   cr_expect_eq(cg("gen no_such_op", &out), 2);
-  cr_expect(strstr(out, "unknown op 'no_such_op'"));
+  cr_expect(strstr(out, "unknown op: 'no_such_op'"));
   free(out);
   cr_expect_eq(cg("gen allreduce_sum --dtype f64", &out), 2);
-  cr_expect(strstr(out, "unknown dtype 'f64'"));
+  cr_expect(strstr(out, "unknown dtype: 'f64'"));
   free(out);
   cr_expect_eq(cg("gen allreduce_sum --ngpus", &out), 2);
   free(out);
@@ -86,7 +95,7 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"compile allreduce_residual_rmsnorm --fp8 static --arch sm_86 --cache-dir @",
        "needs sm_89 or newer, not sm_86"},
       {"gen allreduce_sum --fp8 static", "allreduce_sum has no FP8 output"},
-      {"gen allreduce_residual_rmsnorm --fp8 e5m2", "unknown --fp8 mode 'e5m2'"},
+      {"gen allreduce_residual_rmsnorm --fp8 e5m2", "unknown FP8 mode: 'e5m2'"},
       {"gen allreduce_residual_rmsnorm --fp8", "--fp8"},
       {"gen allreduce_sum --cache-dir", "--cache-dir"},
       {"compile allreduce_sum --cache-dir", "--cache-dir"},
@@ -97,8 +106,8 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"pregen --arch sm_1 --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir @", "sm_1"},
       {"pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --arch '' --cache-dir @", "''"},
       {"pregen -j 0 --cache-dir @", "'0'"},
-      {"pregen --fp8 e5m2 --cache-dir @", "unknown --fp8 mode 'e5m2'"},
-      {"pregen --fp8 none, --cache-dir @", "--fp8: empty item"},
+      {"pregen --fp8 e5m2 --cache-dir @", "unknown FP8 mode: 'e5m2'"},
+      {"pregen --fp8 none, --cache-dir @", "--fp8 has an empty item: 'none,'"},
       {"pregen --arch sm_80 --ops allreduce_residual_rmsnorm --dtypes f32 --ngpus 1 --cols 8 "
        "--fp8 none,dynamic --cache-dir @", "needs sm_89 or newer, not sm_80"},
       {"pregen -j 257 --cache-dir @", "'257'"},
@@ -110,8 +119,8 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"cache ls --frob --cache-dir @", "'--frob'"},
       {"info extra", "'extra'"},
       {"demo extra", "'extra'"},
-      {"demo --processes 9", "'9' is not an integer in 2..8"},
-      {"demo --processes 1", "'1' is not an integer in 2..8"},
+      {"demo --processes 9", "--processes is out of range: '9' (--processes must be 2..8)"},
+      {"demo --processes 1", "--processes is out of range: '1' (--processes must be 2..8)"},
       {"demo --processes 2x", "'2x'"},
       {"demo --processes --processes", "--processes given twice"},
       {"demo --processes 3 extra", "'extra'"},
@@ -185,19 +194,23 @@ Test(cli, stdout_write_errors_exit_1) {
 }
 
 /* Integer flags are range-checked, never truncated or wrapped: 4294967298
-** once became a 2-GPU kernel and 2^62 elements an LL plan with grid 1. */
+** once became a 2-GPU kernel and 2^62 elements an LL plan with grid 1. The
+** message says the flag's range. */
 Test(cli, integer_flags_are_range_checked) {
   static const char *const bad[] = {
       "--ngpus 4294967298", "--ngpus 0", "--ngpus 9", "--ngpus 2x", "--ngpus ''",
       "--elems 4611686018427387904", "--elems 99999999999999999999", "--elems -1",
-      "--rows 1099511627777", "--cols 0", "--max-blocks 257", "--rank 9", "--group-size -1",
+      "--rows 1099511627777", "--cols 0", "--max-blocks 257", "--tensor-rank 9",
+      "--group-size -1",
       "--ngpus ' 2'", "--elems 0x10"};
   char *out = NULL;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     char args[128];
     snprintf(args, sizeof args, "gen allreduce_sum %s", bad[i]);
     cr_expect_eq(cg(args, &out), 2, "`collgen %s` exit status; printed: %s", args, out);
-    cr_expect(strstr(out, "needs an integer in"), "`collgen %s` printed: %s", args, out);
+    char range[64];
+    snprintf(range, sizeof range, "(%.*s must be ", (int)strcspn(bad[i], " "), bad[i]);
+    cr_expect(strstr(out, range), "`collgen %s` printed: %s", args, out);
     free(out);
   }
   cr_expect_eq(cg("gen allreduce_sum --elems 1099511627776 --ngpus 8", &out), 0, "%s", out);
@@ -214,7 +227,7 @@ Test(cli, cache_refuses_empty_dir_and_bad_subcommands) {
            "entries/ab/keep' && HOME='%s' XDG_CACHE_HOME= COLLGEN_CACHE_DIR= %s cache clear "
            "--cache-dir ''", home, home, home, COLLGEN_CLI_PATH);
   cr_expect_eq(tu_run(cmd, &out), 2, "%s", out);
-  cr_expect(strstr(out, "--cache-dir '' is empty"), "%s", out);
+  cr_expect(strstr(out, "collgen cache: --cache-dir is empty: '' (a directory"), "%s", out);
   free(out);
   snprintf(cmd, sizeof cmd, "%s/.cache/collgen/entries/ab/keep", home);
   cr_expect_eq(access(cmd, F_OK), 0, "the default cache was not touched");
@@ -223,7 +236,8 @@ Test(cli, cache_refuses_empty_dir_and_bad_subcommands) {
   free(out);
   cr_expect_eq(tu_run("env -u HOME -u XDG_CACHE_HOME -u COLLGEN_CACHE_DIR " COLLGEN_CLI_PATH
                       " cache frob", &out), 2, "%s", out);
-  cr_expect(strstr(out, "unknown subcommand 'frob'"), "%s", out);
+  cr_expect(strstr(out, "collgen cache: unknown subcommand: 'frob' (ls, verify, clear); try "
+                        "'collgen cache --help'"), "%s", out);
   free(out);
 }
 
@@ -400,7 +414,8 @@ Test(cli, pregen_error_paths_do_not_leak) {
   static const char *const cases[] = {
       "--ops foo", "--ops allreduce_sum,foo", "--dtypes f32,x", "--dtypes bf16,,f32",
       "--ngpus 2,x", "--cols x", "--arch sm_1", "--arch sm_90,sm_1", "-j 0", "--ops",
-      "--ops ''", "--frob 1", "--help"};
+      "--ops ''", "--frob 1", "--help", "--fp8 none,e5m2", "--fp8 none,", "-j x",
+      "--cache-dir ''"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char cmd[6000], *out = NULL;
     snprintf(cmd, sizeof cmd,
@@ -473,5 +488,244 @@ Test(cli, demo_without_gpu_reports_what_happened) {
   cr_expect(!strstr(out, "demo: kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "0 of 4 demo kernels are in the cache"), "%s", out);
   cr_expect(strstr(out, "memory only"), "%s", out);
+  free(out);
+}
+
+/* ---- Template and planner errors --------------------------------------- */
+
+/* Makes a template tree at dir/tree (copies of gen/ and templates/) with
+** `line` inserted after the first line of `file` that starts with `after`
+** (NULL: before the first line). Writes the tree's path into tree[n]. */
+static void broken_tree(const char *file, const char *after, const char *line, char *tree,
+                        size_t n) {
+  char cmd[13000], path[4400];
+  snprintf(tree, n, "%s/tree", dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir '%s' && cp -r '%s/gen' '%s/templates' '%s/'",
+           tree, tree, COLLGEN_SOURCE_DIR, COLLGEN_SOURCE_DIR, tree);
+  cr_assert_eq(tu_run(cmd, NULL), 0, "%s", cmd);
+  if (!file) return;
+  snprintf(path, sizeof path, "%s/%s", tree, file);
+  size_t size = 0;
+  char *text = tu_read_file(path, &size);
+  cr_assert(text, "cannot read %s", path);
+  size_t at = 0;
+  if (after) {
+    const char *p = text;
+    while (p && strncmp(p, after, strlen(after)) != 0)
+      p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+    cr_assert(p, "%s has no line starting with %s", path, after);
+    at = (size_t)(strchr(p, '\n') + 1 - text);
+  }
+  size_t len = strlen(line);
+  char *out = malloc(size + len + 2);
+  cr_assert(out);
+  memcpy(out, text, at);
+  memcpy(out + at, line, len);
+  out[at + len] = '\n';
+  memcpy(out + at + len + 1, text + at, size - at);
+  cr_assert_eq(tu_write_file(path, out, size + len + 1), 0);
+  free(out);
+  free(text);
+}
+
+/* A Lua error in the planner of a COLLGEN_TEMPLATE_DIR tree, the sandbox's
+** refusals included, is a template error like one in a template: exit 1
+** with the COLLGEN_ERR_TEMPLATE label, no usage hint. Once it exited 2
+** without the label, as if the spec were bad. */
+Test(cli, template_and_planner_errors_exit_1_with_the_label) {
+  static const struct { const char *file, *after, *line; } breaks[] = {
+      {"gen/planner.lua", "function M.plan(s)", "local nothing = nil; nothing.field = 1"},
+      {"gen/planner.lua", "function M.plan(s)", "read_source('/etc/passwd')"},
+      {"gen/planner.lua", "function M.plan(s)", "setmetatable({}, {__gc = function() end})"},
+      {"templates/allreduce.cu.tpl", NULL, "// ${no_such_variable}"},
+  };
+  static const char *const cmds[] = {
+      "gen allreduce_sum", "compile allreduce_sum --cache-dir '%s/c'",
+      "pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir '%s/c' -j 1"};
+  for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; ++b) {
+    char tree[4200];
+    broken_tree(breaks[b].file, breaks[b].after, breaks[b].line, tree, sizeof tree);
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; ++c) {
+      char args[4400], cmd[13000], *out = NULL;
+      snprintf(args, sizeof args, cmds[c], dir);
+      snprintf(cmd, sizeof cmd, "COLLGEN_TEMPLATE_DIR='%s' %s %s", tree, COLLGEN_CLI_PATH, args);
+      cr_expect_eq(tu_run(cmd, &out), 1, "%s + `%s`: exit status; printed: %s", breaks[b].line,
+                   args, out);
+      cr_expect(out && strstr(out, "COLLGEN_ERR_TEMPLATE"), "%s + `%s`: no label: %s",
+                breaks[b].line, args, out);
+      cr_expect(out && !strstr(out, "--help"), "%s + `%s`: a usage hint: %s", breaks[b].line,
+                args, out);
+      free(out);
+    }
+  }
+  /* the same tree unbroken: a spec the planner refuses is still a usage error */
+  char tree[4200], cmd[9000], *out = NULL;
+  broken_tree(NULL, NULL, NULL, tree, sizeof tree);
+  snprintf(cmd, sizeof cmd, "COLLGEN_TEMPLATE_DIR='%s' %s gen allreduce_sum --ngpus 2 "
+           "--group-size 3", tree, COLLGEN_CLI_PATH);
+  cr_expect_eq(tu_run(cmd, &out), 2, "%s", out);
+  cr_expect(out && strstr(out, "group_size 3 does not divide ngpus 2"), "%s", out);
+  free(out);
+}
+
+/* ---- --cache-dir '' ----------------------------------------------------- */
+
+/* The text of a usage error between "collgen CMD: " and "; try": the same
+** for every command that says the same thing. */
+static void usage_text(const char *out, char *buf, size_t n) {
+  const char *p = out ? strstr(out, ": ") : NULL;
+  const char *end = p ? strstr(p, "; try '") : NULL;
+  snprintf(buf, n, "%.*s", p && end ? (int)(end - p - 2) : 0, p ? p + 2 : "");
+}
+
+/* An empty --cache-dir is refused by every command that takes one, with one
+** message, before any cache is opened: `compile --cache-dir ''` once wrote
+** to the default cache. */
+Test(cli, empty_cache_dir_is_refused_everywhere) {
+  static const char *const cmds[] = {
+      "compile allreduce_sum --cache-dir ''",
+      "pregen --ops allreduce_sum --dtypes f32 --ngpus 2 --cache-dir '' -j 1",
+      "cache ls --cache-dir ''", "cache clear --cache-dir ''"};
+  char first[512] = "";
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; ++i) {
+    char home[4200], cmd[13000], *out = NULL;
+    snprintf(home, sizeof home, "%s/home%zu", dir, i);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && HOME='%s' XDG_CACHE_HOME= COLLGEN_CACHE_DIR= "
+             "%s %s", home, home, COLLGEN_CLI_PATH, cmds[i]);
+    cr_expect_eq(tu_run(cmd, &out), 2, "`%s`: exit status; printed: %s", cmds[i], out);
+    cr_expect(out && strstr(out, "--cache-dir") && strstr(out, "''") && strstr(out, "empty"),
+              "`%s` printed: %s", cmds[i], out);
+    snprintf(cmd, sizeof cmd, "%s/.cache", home);
+    cr_expect_neq(access(cmd, F_OK), 0, "`%s` created the default cache %s", cmds[i], cmd);
+    /* cmd_cache.c words it itself; compile and pregen share the parser's */
+    char text[512];
+    usage_text(out, text, sizeof text);
+    if (i == 0) snprintf(first, sizeof first, "%s", text);
+    else if (i == 1) cr_expect_str_eq(text, first, "`%s` words it differently", cmds[i]);
+    free(out);
+  }
+  /* a path no directory can have is refused too, not turned into a warning */
+  char args[6000], *out = NULL;
+  snprintf(args, sizeof args, "compile allreduce_sum --cache-dir /%04100d", 0);
+  cr_expect_eq(cg(args, &out), 2, "%.300s", out);
+  cr_expect(out && strstr(out, "--cache-dir is too long"), "%.300s", out);
+  free(out);
+}
+
+/* ---- One error style ----------------------------------------------------- */
+
+/* Usage errors read "collgen CMD: WHAT: 'VALUE' (ACCEPTED); try 'collgen
+** CMD --help'", one line on stderr, for every command. */
+Test(cli, usage_errors_share_one_style) {
+  static const struct { const char *args, *cmd, *value; } cases[] = {
+      {"gen no_such_op", "gen", "no_such_op"},
+      {"gen allreduce_sum --bogus", "gen", "--bogus"},
+      {"compile allreduce_sum --frob", "compile", "--frob"},
+      {"gen allreduce_sum --dtype f64", "gen", "f64"},
+      {"gen allreduce_sum --ngpus 9", "gen", "9"},
+      {"gen allreduce_sum --ngpus 2x", "gen", "2x"},
+      {"gen allreduce_sum --arch sm_1", "gen", "sm_1"},
+      {"gen allreduce_residual_rmsnorm --fp8 e5m2", "gen", "e5m2"},
+      {"pregen -j 0", "pregen", "0"},
+      {"pregen -j x", "pregen", "x"},
+      {"pregen --frob 1", "pregen", "--frob"},
+      {"pregen stray", "pregen", "stray"},
+      {"pregen --dtypes bf16,,f32", "pregen", "bf16,,f32"},
+      {"pregen --dtypes ''", "pregen", ""},
+      {"pregen --dtypes f32,f99", "pregen", "f99"},
+      {"pregen --ops foo", "pregen", "foo"},
+      {"pregen --ngpus 2,9", "pregen", "9"},
+      {"pregen --cols 0", "pregen", "0"},
+      {"pregen --arch sm_90,sm_1", "pregen", "sm_1"},
+      {"pregen --fp8 e5m2", "pregen", "e5m2"},
+      {"demo --processes 9", "demo", "9"},
+      {"demo extra", "demo", "extra"},
+      {"info extra", "info", "extra"},
+      {"help gen extra", "help", "extra"},
+      {"frobnicate", NULL, "frobnicate"},
+      {"help frobnicate", NULL, "frobnicate"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char *out = NULL, head[64], tail[128], value[128];
+    cr_expect_eq(cg_stderr(cases[i].args, &out), 2, "`collgen %s`: exit status; printed: %s",
+                 cases[i].args, out);
+    snprintf(head, sizeof head, "collgen%s%s: ", cases[i].cmd ? " " : "",
+             cases[i].cmd ? cases[i].cmd : "");
+    snprintf(tail, sizeof tail, "); try 'collgen%s%s --help'\n", cases[i].cmd ? " " : "",
+             cases[i].cmd ? cases[i].cmd : "");
+    snprintf(value, sizeof value, ": '%s' (", cases[i].value);
+    size_t len = out ? strlen(out) : 0;
+    cr_expect(out && strncmp(out, head, strlen(head)) == 0 && strstr(out, value) &&
+                  len > strlen(tail) && strcmp(out + len - strlen(tail), tail) == 0 &&
+                  strchr(out, '\n') == out + len - 1,
+              "`collgen %s` does not read \"%sWHAT%sACCEPTED%s\": %s", cases[i].args, head,
+              value, tail, out);
+    free(out);
+  }
+}
+
+/* What is wrong is said right, with the accepted range or values: -j 0 is
+** an integer, out of range; an unknown arch lists the catalog's archs. */
+Test(cli, usage_errors_say_the_range_and_the_accepted_values) {
+  char archs[512] = "";
+  for (int i = 0; i < collgen__arch_count(); ++i)
+    snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", i ? ", " : "",
+             collgen__arch_at(i)->name);
+  char arch_gen[1024], arch_pregen[1024];
+  snprintf(arch_gen, sizeof arch_gen, "collgen gen: unknown arch: 'sm_1' (%s); try 'collgen gen "
+           "--help'\n", archs);
+  snprintf(arch_pregen, sizeof arch_pregen, "collgen pregen: unknown arch: 'sm_1' (%s); try "
+           "'collgen pregen --help'\n", archs);
+  const struct { const char *args, *want; } cases[] = {
+      {"pregen -j 0", "collgen pregen: -j is out of range: '0' (-j must be 1..256); try "
+                      "'collgen pregen --help'\n"},
+      {"pregen -j 2x", "collgen pregen: -j is not an integer: '2x' (-j must be 1..256); try "
+                       "'collgen pregen --help'\n"},
+      {"gen allreduce_sum --ngpus 9", "collgen gen: --ngpus is out of range: '9' (--ngpus must "
+                                      "be 1..8); try 'collgen gen --help'\n"},
+      {"demo --processes 1", "collgen demo: --processes is out of range: '1' (--processes must "
+                             "be 2..8); try 'collgen demo --help'\n"},
+      {"gen allreduce_sum --arch sm_1", arch_gen},
+      {"pregen --ops allreduce_sum --arch sm_90,sm_1", arch_pregen},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char *out = NULL;
+    cr_expect_eq(cg_stderr(cases[i].args, &out), 2, "`collgen %s`: %s", cases[i].args, out);
+    cr_expect_str_eq(out ? out : "", cases[i].want, "`collgen %s`", cases[i].args);
+    free(out);
+  }
+}
+
+/* ---- --tensor-rank and the deprecated --rank ------------------------------ */
+
+/* --tensor-rank sets the tensor rank; --rank still does, with one warning
+** on stderr; the help names --tensor-rank. */
+Test(cli, tensor_rank_flag_and_the_deprecated_rank_alias) {
+  static const char warning[] = "collgen: warning: --rank is deprecated; use --tensor-rank\n";
+  char args[256], *out = NULL;
+  /* allgather_rmsnorm needs tensor rank 2..8: the value reaches the planner */
+  static const char *const flags[] = {"--tensor-rank", "--rank"};
+  for (size_t i = 0; i < 2; ++i) {
+    snprintf(args, sizeof args, "gen allgather_rmsnorm %s 1", flags[i]);
+    cr_expect_eq(cg_stderr(args, &out), 2, "%s", out);
+    cr_expect(out && strstr(out, "allgather_rmsnorm needs tensor rank 2..8"), "%s: %s", flags[i],
+              out);
+    cr_expect(out && (strstr(out, warning) != NULL) == (i == 1), "%s: %s", flags[i], out);
+    free(out);
+    snprintf(args, sizeof args, "gen allgather_rmsnorm %s 3 --no-line-directives", flags[i]);
+    cr_expect_eq(cg_stderr(args, &out), 0, "%s", out);
+    cr_expect_str_eq(out ? out : "", i == 1 ? warning : "", "%s: stderr", flags[i]);
+    free(out);
+  }
+  /* one warning however often --rank is given */
+  cr_expect_eq(cg_stderr("gen allgather_rmsnorm --rank 3 --rank 2 --no-line-directives",
+                         &out), 0, "%s", out);
+  cr_expect_str_eq(out ? out : "", warning);
+  free(out);
+  cr_expect_eq(cg("gen allreduce_sum --tensor-rank 9", &out), 2, "%s", out);
+  cr_expect(out && strstr(out, "--tensor-rank is out of range: '9'"), "%s", out);
+  free(out);
+  cr_expect_eq(cg("gen --help", &out), 0, "%s", out);
+  cr_expect(out && strstr(out, "--tensor-rank R"), "%s", out);
   free(out);
 }

@@ -41,10 +41,8 @@ static int compile_only(const char *why) {
   printf("collgen demo: no GPU found (%s)\n", why);
   printf("collgen demo: generating and compiling the demo kernels into the cache instead\n");
   collgen_generator_t *g;
-  if (collgen_generator_create(&g, NULL) != COLLGEN_OK) {
-    fprintf(stderr, "collgen demo: %s\n", collgen_last_error());
-    return 1;
-  }
+  int status = collgen_generator_create(&g, NULL);
+  if (status != COLLGEN_OK) return cli_failure("demo", status, collgen_last_error());
   const char *dir = collgen__generator_cache_dir(g);
   int built = 0, stored = 0, total = 0;
   /* every op's demo shape, then the FP8 output of the fused residual op */

@@ -19,8 +19,9 @@ static void print_help(const char *cmd, const char *extra_help) {
 
 /* Parses the command line and plans the spec: returns -1 to go on with a
 ** generator in *g and the plan in *plan, else the exit code. A spec the
-** planner refuses (group size not dividing ngpus, unsupported arch, ...)
-** is a usage error, like any other bad value. */
+** planner refuses (group size not dividing ngpus, an FP8 mode the arch
+** lacks, ...) is a usage error, like any other bad value; a fault of the
+** planner itself is a failure (cli_planner_failure). */
 static int prepare(const char *cmd, const char *extra_help, unsigned extras, int argc,
                    char **argv, cli_spec_args *a, collgen_generator_t **g,
                    collgen_plan_t *plan) {
@@ -31,19 +32,11 @@ static int prepare(const char *cmd, const char *extra_help, unsigned extras, int
     return 0;
   }
   if (rc != 0) return rc;
-  if (collgen_generator_create(g, a->cache_dir) != COLLGEN_OK) {
-    fprintf(stderr, "collgen %s: %s\n", cmd, collgen_last_error());
-    return 1;
-  }
+  rc = collgen_generator_create(g, a->cache_dir);
+  if (rc != COLLGEN_OK) return cli_failure(cmd, rc, collgen_last_error());
   rc = collgen_plan(*g, &a->shape, plan);
   if (rc == COLLGEN_OK) return -1;
-  if (rc == COLLGEN_ERR_INVALID_ARG)
-    rc = cli_usage_error(cmd, "%s", collgen_generator_last_error(*g));
-  else {
-    fprintf(stderr, "collgen %s: %s: %s\n", cmd, collgen_status_name(rc),
-            collgen_generator_last_error(*g));
-    rc = 1;
-  }
+  rc = cli_planner_failure(cmd, rc, collgen_generator_last_error(*g));
   collgen_generator_destroy(*g);
   *g = NULL;
   return rc;
@@ -59,10 +52,9 @@ int cmd_gen(int argc, char **argv) {
   char *src = NULL;
   rc = collgen_generate_source(g, &a.shape, a.line_directives, &src);
   if (rc != COLLGEN_OK) {
-    fprintf(stderr, "collgen gen: %s: %s\n", collgen_status_name(rc),
-            collgen_generator_last_error(g));
+    rc = cli_planner_failure("gen", rc, collgen_generator_last_error(g));
     collgen_generator_destroy(g);
-    return rc == COLLGEN_ERR_INVALID_ARG ? 2 : 1;
+    return rc;
   }
   fputs(src, stdout);
   free(src);
@@ -80,10 +72,9 @@ int cmd_compile(int argc, char **argv) {
   collgen_kernel_info_t info;
   rc = collgen_get_kernel(g, &a.shape, &info);
   if (rc != COLLGEN_OK) {
-    fprintf(stderr, "collgen compile: %s: %s\n", collgen_status_name(rc),
-            collgen_generator_last_error(g));
+    rc = cli_failure("compile", rc, collgen_generator_last_error(g));
     collgen_generator_destroy(g);
-    return 1;
+    return rc;
   }
   static const char *const hit[] = {"miss (compiled)", "hit (disk)", "hit (memory)"};
   printf("kernel:    %s\n", info.kernel);

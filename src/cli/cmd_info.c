@@ -23,7 +23,7 @@ int cmd_info(int argc, char **argv) {
       puts("usage: collgen info\nPrints versions, GPUs with their P2P matrix, and the cache.");
       return 0;
     }
-    return cli_usage_error("info", "unexpected argument '%s'", argv[1]);
+    return cli_bad_value("info", "unexpected argument", argv[1], "info takes no arguments");
   }
   printf("collgen  %s\n", collgen_version());
   printf("Lua      %s\n", collgen_lua_version());

@@ -19,26 +19,34 @@
 #include "cli.h"
 #include "internal.h"
 
-static const char help[] =
-    "usage: collgen pregen [options]\n"
-    "  --arch LIST      archs, e.g. sm_80,sm_90 (sm_90)\n"
-    "  --ops LIST       ops, e.g. allreduce_sum,allgather_rmsnorm (all)\n"
-    "  --dtypes LIST    bf16,f16,f32 (all)\n"
-    "  --ngpus LIST     communicator sizes, each 1..8 (2,4,8); every group size\n"
-    "                   dividing each is included\n"
-    "  --cols LIST      cols of the RMSNorm ops, each 1..2^31\n"
-    "                   (1024,2048,4096,5120,7168,8192,16384)\n"
-    "  --fp8 LIST       allreduce_residual_rmsnorm's normed output: none,dynamic,static\n"
-    "                   (every mode the arch has: FP8 needs sm_89)\n"
-    "  --cache-dir D    cache to fill (default cache location)\n"
-    "  -j N             parallel compile processes, 1..256 (number of CPUs)\n"
-    "Every kernel the planner can pick for a call of the matrix is compiled:\n"
-    "any element or row count, aligned or not, in place or not, any grid cap.\n"
-    "A kernel counts as done only when it is on disk in the cache at the end\n"
-    "(a write error, a memory-only cache or eviction under\n"
-    "COLLGEN_CACHE_MAX_BYTES make it a failure). Prints a progress bar on a\n"
-    "terminal and ends with `pregen: N compiled, M already cached, K failed`;\n"
-    "exit 1 if K > 0, 2 on a bad option, list item or empty matrix.\n";
+/* The help, with the catalog's names. */
+static void print_help(void) {
+  char archs[256], dtypes[256], fp8[256];
+  cli_arch_names(archs, sizeof archs, ",");
+  cli_dtype_names(dtypes, sizeof dtypes, ",");
+  cli_fp8_names(fp8, sizeof fp8, ",");
+  printf("usage: collgen pregen [options]\n"
+         "  --arch LIST      archs (sm_90), each one of: %s\n"
+         "  --ops LIST       ops, e.g. allreduce_sum,allgather_rmsnorm (all)\n"
+         "  --dtypes LIST    %s (all)\n"
+         "  --ngpus LIST     communicator sizes, each 1..%d (2,4,8); every group size\n"
+         "                   dividing each is included\n"
+         "  --cols LIST      cols of the RMSNorm ops, each 1..2^31\n"
+         "                   (1024,2048,4096,5120,7168,8192,16384)\n"
+         "  --fp8 LIST       allreduce_residual_rmsnorm's normed output: %s\n"
+         "                   (every mode the arch has: FP8 needs sm_89)\n"
+         "  --cache-dir D    cache to fill (default cache location)\n"
+         "  -j N             parallel compile processes, 1..%d (number of CPUs)\n"
+         "Every kernel the planner can pick for a call of the matrix is compiled:\n"
+         "any element or row count, aligned or not, in place or not, any grid cap.\n"
+         "A kernel counts as done only when it is on disk in the cache at the end\n"
+         "(a write error, a memory-only cache or eviction under\n"
+         "COLLGEN_CACHE_MAX_BYTES make it a failure). Prints a progress bar on a\n"
+         "terminal and ends with `pregen: N compiled, M already cached, K failed`;\n"
+         "exit 1 if K > 0 or on a template or planner error, 2 on a bad option,\n"
+         "list item or empty matrix.\n",
+         archs, dtypes, COLLGEN_MAX_DEVICES, fp8, CLI_MAX_JOBS);
+}
 
 /* One kernel to compile: a shape that plans to it and its canonical text. */
 typedef struct {
@@ -81,24 +89,23 @@ static void unique(spec_list *l) {
 }
 
 /* Appends every kernel of one class to l. Returns 0, or an exit code with
-** a message on stderr: 2 when the planner refuses the class (a bad arch,
-** say), 1 on any other failure. */
+** a message on stderr: 2 when the planner refuses the class (an FP8 mode
+** the arch lacks, say), 1 on any other failure (a fault of the planner
+** included: cli_planner_failure). */
 static int add_class(collgen_generator_t *g, const collgen_shape_class_t *cls, spec_list *l) {
   collgen_shape_t *shapes = NULL;
   int count = 0;
   int status = collgen_plan_variants(g, cls, &shapes, &count);
-  if (status == COLLGEN_ERR_INVALID_ARG)
-    return cli_usage_error("pregen", "%s", collgen_generator_last_error(g));
-  if (status != COLLGEN_OK) {
-    fprintf(stderr, "collgen pregen: %s\n", collgen_generator_last_error(g));
-    return 1;
-  }
+  if (status != COLLGEN_OK)
+    return cli_planner_failure("pregen", status, collgen_generator_last_error(g));
   int rc = 0;
   for (int i = 0; i < count && rc == 0; ++i) {
     collgen_plan_t plan;
-    if (collgen_plan(g, &shapes[i], &plan) != COLLGEN_OK) {
-      fprintf(stderr, "collgen pregen: %s\n", collgen_generator_last_error(g));
-      rc = 1;
+    status = collgen_plan(g, &shapes[i], &plan);
+    if (status != COLLGEN_OK) {
+      /* the planner's own variant: a refusal is its fault, not the user's */
+      rc = cli_failure("pregen", status == COLLGEN_ERR_INVALID_ARG ? COLLGEN_ERR_TEMPLATE : status,
+                       collgen_generator_last_error(g));
     } else if (append(l, &shapes[i], plan.canonical) != 0) {
       fprintf(stderr, "collgen pregen: out of memory\n");
       rc = 1;
@@ -131,8 +138,9 @@ static void worker(const spec_list *l, int w, int nw, const char *cache_dir, int
   collgen_generator_t *g;
   record rec;
   memset(&rec, 0, sizeof rec);
-  if (collgen_generator_create(&g, cache_dir) != COLLGEN_OK) {
-    fprintf(stderr, "collgen pregen: %s\n", collgen_last_error());
+  int status = collgen_generator_create(&g, cache_dir);
+  if (status != COLLGEN_OK) {
+    cli_failure("pregen", status, collgen_last_error());
     rec.status = 'f';
     for (int i = w; i < l->n; i += nw) {
       rec.index = i;
@@ -246,9 +254,9 @@ static int build_matrix(collgen_generator_t *g, const cli_pregen_opts *o, spec_l
         }
       }
   if (rc < 0 && l->n == 0)
-    rc = cli_usage_error("pregen", "the matrix --ops '%s' --ngpus '%s' has no kernel to compile "
-                         "(allreduce_sum over groups of one is a copy)", o->ops_text,
-                         o->ngpus_text);
+    rc = cli_usage_error("pregen", "the matrix has no kernel to compile: '--ops %s --ngpus %s' "
+                         "(allreduce_sum over groups of one is a copy: add an --ngpus above 1 "
+                         "or an RMSNorm op)", o->ops_text, o->ngpus_text);
   return rc;
 }
 
@@ -258,14 +266,14 @@ int cmd_pregen(int argc, char **argv) {
   collgen_generator_t *g = NULL;
   char dir[4096] = "";
   int rc = cli_pregen_parse(argc, argv, sysconf(_SC_NPROCESSORS_ONLN), &o);
-  if (rc == CLI_HELP) fputs(help, stdout);
+  if (rc == CLI_HELP) print_help();
   if (rc != 0) {
     rc = rc == CLI_HELP ? 0 : rc;
     goto out;
   }
-  if (collgen_generator_create(&g, o.cache_dir) != COLLGEN_OK) {
-    fprintf(stderr, "collgen pregen: %s\n", collgen_last_error());
-    rc = 1;
+  rc = collgen_generator_create(&g, o.cache_dir);
+  if (rc != COLLGEN_OK) {
+    rc = cli_failure("pregen", rc, collgen_last_error());
     goto out;
   }
   rc = build_matrix(g, &o, &l);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "gpu_probe.h"
 #include "internal.h"
 
@@ -103,10 +104,8 @@ int demo_processes(int nranks, demo_rank_fn run, demo_no_gpu_fn no_gpu) {
   int n = nranks > 0 ? nranks : gpus < 2 ? 2 : gpus;
   if (n > COLLGEN_MAX_DEVICES) n = COLLGEN_MAX_DEVICES;
   collgen_unique_id_t id;
-  if (collgen_get_unique_id(&id) != COLLGEN_OK) {
-    fprintf(stderr, "collgen demo: %s\n", collgen_last_error());
-    return 1;
-  }
+  int status = collgen_get_unique_id(&id);
+  if (status != COLLGEN_OK) return cli_failure("demo", status, collgen_last_error());
   printf("collgen demo: %d processes, one rank each, on %d GPU(s)\n", n, gpus);
   rank_proc ps[COLLGEN_MAX_DEVICES];
   memset(ps, 0, sizeof ps);

@@ -44,18 +44,25 @@ static cmd_fn find(const char *name) {
   return NULL;
 }
 
+/* The usage error of an unknown command; lists the commands. */
 static int unknown(const char *name) {
-  fprintf(stderr, "collgen: unknown command '%s'\n\n%s", name, usage);
-  return 2;
+  char names[256];
+  size_t len = 0;
+  names[0] = 0;
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0] && len < sizeof names; ++i)
+    len += (size_t)snprintf(names + len, sizeof names - len, "%s, ", cmds[i].name);
+  if (len < sizeof names) snprintf(names + len, sizeof names - len, "help");
+  return cli_bad_value(NULL, "unknown command", name, names);
 }
 
 /* `collgen help [CMD]`: the same as `collgen --help` / `collgen CMD --help`. */
 static int help(int argc, char **argv) {
-  if (argc < 2) {
+  if (argc < 2 || cli_is_help(argv[1])) {
     fputs(usage, stdout);
     return 0;
   }
-  if (argc > 2) return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
+  if (argc > 2)
+    return cli_bad_value("help", "unexpected argument", argv[2], "help takes at most one command");
   if (strcmp(argv[1], "help") == 0) return help(1, argv);
   cmd_fn fn = find(argv[1]);
   if (!fn) return unknown(argv[1]);
