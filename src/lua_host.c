@@ -640,7 +640,7 @@ static int traceback_handler(lua_State *L) {
   return 1;
 }
 
-enum { CALL_OK = 0, CALL_ERROR = -1, CALL_BUDGET = -2 };
+enum { CALL_OK = 0, CALL_ERROR = -1, CALL_BUDGET = -2, CALL_GENERATOR = -3 };
 
 /* Calls the function below `nargs` arguments on the stack in protected
 ** mode, within the budgets. On error copies the message into err and
@@ -903,8 +903,23 @@ static void push_main_fn(collgen__lua *h, const char *fn) {
   lua_remove(h->L, -2);
 }
 
-/* Leaves the spec table of `shape` on the stack, or returns CALL_ERROR or
-** CALL_BUDGET. */
+/* The planner's own refusals of a shape start with this (gen/planner.lua's
+** fail); any other error of the planner is the generator's fault. */
+#define PLANNER_REFUSAL "planner: "
+
+/* protected_call of a planner function with its one argument pushed: a
+** Lua error other than the planner's refusals becomes CALL_GENERATOR. */
+static int planner_call(collgen__lua *h, char *err, size_t n) {
+  int call = protected_call(h, 1, 1, err, n);
+  if (call == CALL_ERROR && strncmp(err, PLANNER_REFUSAL, sizeof PLANNER_REFUSAL - 1) != 0)
+    call = CALL_GENERATOR;
+  return call;
+}
+
+/* Leaves the spec table of `shape` on the stack, or returns CALL_ERROR
+** (a shape the catalog or the planner refuses; message in err),
+** CALL_BUDGET or CALL_GENERATOR (the planner failed: a Lua error other
+** than its refusals, such as a broken COLLGEN_TEMPLATE_DIR tree). */
 static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
                          char *err, size_t n) {
   if (!collgen__op_find(shape->op))
@@ -915,13 +930,14 @@ static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
     return collgen__fail(err, n, CALL_ERROR, "unknown fp8 mode %d", (int)shape->fp8);
   push_main_fn(h, "plan");
   push_shape(h->L, shape);
-  return protected_call(h, 1, 1, err, n);
+  return planner_call(h, err, n);
 }
 
-/* The status of a failed planner call: a budget error is the generator's
-** fault (COLLGEN_ERR_TEMPLATE), anything else the caller's shape. */
+/* The status of a failed planner call: the caller's shape
+** (COLLGEN_ERR_INVALID_ARG) when refused, else the generator's fault
+** (COLLGEN_ERR_TEMPLATE: its budget, or an error in its Lua). */
 static int plan_status(int call) {
-  return call == CALL_BUDGET ? COLLGEN_ERR_TEMPLATE : COLLGEN_ERR_INVALID_ARG;
+  return call == CALL_ERROR ? COLLGEN_ERR_INVALID_ARG : COLLGEN_ERR_TEMPLATE;
 }
 
 /* Reads integer field k of the table at stack top into *v when it is an
@@ -1148,7 +1164,7 @@ int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
   lua_State *L = h->L;
   push_main_fn(h, "variants");
   push_class(L, cls);
-  int call = protected_call(h, 1, 1, err, n);
+  int call = planner_call(h, err, n);
   if (call != CALL_OK) return plan_status(call);
   lua_Integer len = lua_type(L, -1) == LUA_TTABLE ? luaL_len(L, -1) : -1;
   if (len < 0 || len > INT_MAX / (lua_Integer)sizeof **shapes)

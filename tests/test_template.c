@@ -135,6 +135,38 @@ Test(template, lua_syntax_error_names_file_and_line) {
   tu_remove_tree(tree);
 }
 
+/* A Lua error inside the planner (here a broken COLLGEN_TEMPLATE_DIR tree)
+** is the generator's fault, COLLGEN_ERR_TEMPLATE, for plans and variants
+** alike; only the planner's own refusals ("planner: ...") are the caller's
+** COLLGEN_ERR_INVALID_ARG. */
+Test(template, planner_lua_error_is_a_template_error) {
+  copy_tree();
+  tree_insert("gen/planner.lua", 0, "function M.plan(", "  local broken = nil; broken.x = 1");
+  tree_insert("gen/planner.lua", 0, "function M.variants(", "  error('variants broke')");
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+  collgen_plan_t plan;
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_TEMPLATE, "%s",
+               collgen_generator_last_error(g));
+  cr_expect(strstr(collgen_generator_last_error(g), "gen/planner.lua:"), "message: %s",
+            collgen_generator_last_error(g));
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_ALLREDUCE_SUM;
+  cls.dtype = COLLGEN_DTYPE_BF16;
+  cls.ngpus = 2;
+  collgen_shape_t *shapes = NULL;
+  int count = -1;
+  cr_expect_eq(collgen_plan_variants(g, &cls, &shapes, &count), COLLGEN_ERR_TEMPLATE, "%s",
+               collgen_generator_last_error(g));
+  cr_expect(strstr(collgen_generator_last_error(g), "variants broke"), "message: %s",
+            collgen_generator_last_error(g));
+  collgen_generator_destroy(g);
+  tu_remove_tree(tree);
+}
+
 Test(template, undefined_variable_names_file_and_line) {
   broken_tree("allgather_rmsnorm.cu.tpl", 20, "int x = ${no_such_thing};");
   collgen_shape_t s;
