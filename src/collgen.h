@@ -348,7 +348,11 @@ COLLGEN_API void collgen_comm_options_init(collgen_comm_options_t *options);
 COLLGEN_API int collgen_comm_create(collgen_comm_t **out, int ndev, const int *devices,
                                     const collgen_comm_options_t *options);
 /* Frees everything the communicator holds. Waits for nothing: the caller
-** must have synchronized its streams. NULL is fine. */
+** must have synchronized its streams. NULL is fine. An NCCL communicator
+** of it that a live CUDA graph still holds work of (which NCCL's destroy
+** would wait for) is released on a thread of its own once that graph is
+** destroyed (docs/multinode.md); graphs captured with this communicator
+** must not be launched afterwards. */
 COLLGEN_API void collgen_comm_destroy(collgen_comm_t *comm);
 /* Message of the communicator's last error. */
 COLLGEN_API const char *collgen_comm_last_error(const collgen_comm_t *comm);
