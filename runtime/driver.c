@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "driver.h"
+#include "escape.h"
 
 collgen__cu_api collgen__cu;
 
@@ -24,8 +25,9 @@ static void load(void) {
   const char *env = getenv("COLLGEN_CUDA_LIBRARY");
   void *lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
+    char shown[COLLGEN_ESCAPED_SIZE(256)]; /* dlerror() echoes $COLLGEN_CUDA_LIBRARY */
     snprintf(load_error, sizeof load_error, "cannot load the CUDA driver: %s",
-             dlerror());
+             collgen__escape(dlerror(), shown, sizeof shown));
     return;
   }
 #define COLLGEN_CU_RESOLVE(name)                                                \

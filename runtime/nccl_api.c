@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "nccl_api.h"
+#include "escape.h"
 
 collgen__nccl_api collgen__nccl;
 
@@ -22,9 +23,12 @@ static void load(void) {
   const char *name = env && *env ? env : "libnccl.so.2";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
+    char shown_name[COLLGEN_ESCAPED_SIZE(128)], shown_why[COLLGEN_ESCAPED_SIZE(256)];
     snprintf(load_error, sizeof load_error,
              "cannot load NCCL (%s%s): %s; install NCCL >= 2.14 or set COLLGEN_NCCL_LIBRARY",
-             name, env && *env ? ", from COLLGEN_NCCL_LIBRARY" : "", dlerror());
+             collgen__escape(name, shown_name, sizeof shown_name),
+             env && *env ? ", from COLLGEN_NCCL_LIBRARY" : "",
+             collgen__escape(dlerror(), shown_why, sizeof shown_why));
     return;
   }
 #define COLLGEN_NCCL_RESOLVE(fname, ret, params)                                      \

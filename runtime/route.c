@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm_internal.h"
+#include "escape.h"
 
 const char *collgen__transport_name(collgen_transport_t t) {
   switch (t) {
@@ -44,8 +45,10 @@ int collgen__transport_requested(const collgen_comm_options_t *o, collgen_transp
   }
   COLLGEN_TRANSPORT_MAP(MATCH)
 #undef MATCH
+  char shown[COLLGEN_ESCAPED_SIZE(64)];
   return collgen__fail(err, n, COLLGEN_ERR_INVALID_ARG,
-                       "COLLGEN_TRANSPORT=\"%.64s\": must be auto, p2p or nccl (lower case)", v);
+                       "COLLGEN_TRANSPORT=\"%s\": must be auto, p2p or nccl (lower case)",
+                       collgen__escape(v, shown, sizeof shown));
 }
 
 /* Why the group [base, base+size) cannot run on P2P, into why[n]; 0 if it

@@ -13,6 +13,7 @@
 
 #include "cache.h"
 #include "cubin_info.h"
+#include "escape.h"
 #include "lua_host.h"
 #include "nvrtc.h"
 #include "sha256.h"
@@ -247,11 +248,13 @@ static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
   if (rc != COLLGEN_OK || collgen__param_dump_source())
     dump_source(plan->kernel, source, dumped, sizeof dumped);
   free(source);
+  char shown[COLLGEN_ESCAPED_SIZE(512)]; /* the dump's folder comes from $TMPDIR */
+  collgen__escape(dumped, shown, sizeof shown);
   if (rc == COLLGEN_OK && dumped[0]) /* the name is random: say where it went */
-    collgen__log(COLLGEN_LOG_INFO, "%s: source written to %s", plan->kernel, dumped);
+    collgen__log(COLLGEN_LOG_INFO, "%s: source written to %s", plan->kernel, shown);
   if (rc != COLLGEN_OK) {
     collgen__fail(g->err, sizeof g->err, rc, "%s: %s\nsource: %s\n%s", plan->kernel, cerr,
-                  dumped[0] ? dumped : "(could not dump)", c.log ? c.log : "");
+                  dumped[0] ? shown : "(could not dump)", c.log ? c.log : "");
     free(c.cubin);
     free(c.log);
     return rc;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nvrtc.h"
+#include "escape.h"
 
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -45,8 +46,10 @@ static void load(void) {
   for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib && !(env && *env); ++i)
     lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    snprintf(load_error, sizeof load_error,
-             "cannot load NVRTC (%s): %s", env && *env ? "$COLLGEN_NVRTC_LIBRARY" : "libnvrtc.so.13, .12, .so", dlerror());
+    char shown[COLLGEN_ESCAPED_SIZE(256)]; /* dlerror() echoes $COLLGEN_NVRTC_LIBRARY */
+    snprintf(load_error, sizeof load_error, "cannot load NVRTC (%s): %s",
+             env && *env ? "$COLLGEN_NVRTC_LIBRARY" : "libnvrtc.so.13, .12, .so",
+             collgen__escape(dlerror(), shown, sizeof shown));
     return;
   }
   struct { void **slot; const char *sym; } syms[] = {

@@ -729,3 +729,20 @@ Test(cli, tensor_rank_flag_and_the_deprecated_rank_alias) {
   cr_expect(out && strstr(out, "--tensor-rank R"), "%s", out);
   free(out);
 }
+
+/* Library paths from the environment reach messages escaped (dlerror()
+** echoes them): an escape code or a newline in $COLLGEN_CUDA_LIBRARY or
+** $COLLGEN_NVRTC_LIBRARY neither drives the terminal nor splits a line. */
+Test(cli, library_paths_from_the_environment_are_escaped) {
+  char *out = NULL;
+  cr_expect_eq(tu_run("COLLGEN_CUDA_LIBRARY=\"$(printf '/none\\033[31mX\\nY')\" " COLLGEN_CLI_PATH
+                      " info", &out), 0, "%s", out);
+  cr_expect(strstr(out, "/none\\x1b[31mX\\x0aY: cannot open"), "%s", out);
+  cr_expect(!strchr(out, '\033'), "a raw escape code reached the output: %s", out);
+  free(out);
+  cr_expect_eq(tu_run("COLLGEN_CACHE_DISABLE=1 COLLGEN_NVRTC_LIBRARY=\"$(printf '/no\\033nv')\" "
+                      COLLGEN_CLI_PATH " compile allreduce_sum", &out), 1, "%s", out);
+  cr_expect(strstr(out, "/no\\x1bnv: cannot open"), "%s", out);
+  cr_expect(!strchr(out, '\033'), "a raw escape code reached the output: %s", out);
+  free(out);
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "internal.h"
 
 static void print_help(const char *cmd, const char *extra_help) {
@@ -89,8 +90,11 @@ int cmd_compile(int argc, char **argv) {
   /* what is really on disk, not what was meant to be */
   const char *dir = collgen__generator_cache_dir(g);
   char why[4600];
-  if (cli_entry_on_disk(dir, info.key, why, sizeof why)) printf("stored:    %s\n", dir);
-  else printf("stored:    no (%s)\n", why);
+  char shown[COLLGEN_ESCAPED_SIZE(4096)];
+  if (cli_entry_on_disk(dir, info.key, why, sizeof why))
+    printf("stored:    %s\n", collgen__escape(dir, shown, sizeof shown));
+  else
+    printf("stored:    no (%s)\n", collgen__escape(why, shown, sizeof shown));
   collgen_generator_destroy(g);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "cli.h"
 #include "driver.h"
+#include "escape.h"
 
 static void count(const char *path, int64_t size, int64_t atime, void *ctx) {
   (void)path;
@@ -72,7 +73,9 @@ int cmd_info(int argc, char **argv) {
   if (collgen__default_cache_dir(dir, sizeof dir) == 0) {
     int64_t t[2] = {0, 0};
     collgen__cache_walk(dir, count, t);
-    printf("cache    %s (%lld entries, %lld bytes)\n", dir, (long long)t[0], (long long)t[1]);
+    char shown[COLLGEN_ESCAPED_SIZE(sizeof dir)];
+    printf("cache    %s (%lld entries, %lld bytes)\n", collgen__escape(dir, shown, sizeof shown),
+           (long long)t[0], (long long)t[1]);
   } else {
     printf("cache    none (no COLLGEN_CACHE_DIR, XDG_CACHE_HOME or HOME)\n");
   }

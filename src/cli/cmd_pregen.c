@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "internal.h"
 
 /* The help, with the catalog's names. */
@@ -217,9 +218,10 @@ static int compile_all(const spec_list *l, long jobs, const char *dir, const cha
     cached += status[i] == 'h';
     failed += status[i] == 'f';
     const char *kernel = strstr(l->items[i].canonical, "kernel=");
+    char shown[COLLGEN_ESCAPED_SIZE(sizeof why)]; /* why names the cache folder */
     if (why[0] && reported++ < 10)
       fprintf(stderr, "collgen pregen: %s is not on disk after pregen: %s\n",
-              kernel ? kernel + 7 : l->items[i].canonical, why);
+              kernel ? kernel + 7 : l->items[i].canonical, collgen__escape(why, shown, sizeof shown));
   }
   if (reported > 10) fprintf(stderr, "collgen pregen: ... and %d more not on disk\n", reported - 10);
   if (reported)
