@@ -14,7 +14,7 @@ import operator
 
 from .catalog import DTYPES, dtype_bytes, lookup
 
-__all__ = ["View", "view", "c_int_arg", "c_int64_arg"]
+__all__ = ["View", "view", "c_range", "int_in_c_range", "c_int_arg", "c_int64_arg"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -31,10 +31,23 @@ def _int_in(value, argument, lo, hi):
     return v
 
 
+def c_range(ctype):
+    """(lowest, highest) value of a ctypes integer type."""
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype(-1).value < 0:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def int_in_c_range(value, argument, ctype):
+    """``value`` as a value of the ctypes integer type ``ctype``, or a
+    TypeError / ValueError naming ``argument`` (never truncated)."""
+    return _int_in(value, argument, *c_range(ctype))
+
+
 def c_int_arg(value, argument):
     """``value`` as a C int, or an error naming ``argument`` (never truncated)."""
-    bits = 8 * ctypes.sizeof(ctypes.c_int)
-    return _int_in(value, argument, -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return int_in_c_range(value, argument, ctypes.c_int)
 
 
 def c_int64_arg(value, argument):

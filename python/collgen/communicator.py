@@ -24,7 +24,7 @@ import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
 
 from ._abi import ALLGATHER_FN, CommHealth, CommInfo, CommOptions, Shape, lib
-from .buffers import c_int64_arg, c_int_arg, view
+from .buffers import c_int64_arg, c_int_arg, int_in_c_range, view
 from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, dtype_bytes, lookup
 from .errors import InvalidArgument, check, last_error
 from .unique_id import UniqueId
@@ -32,12 +32,6 @@ from .unique_id import UniqueId
 __all__ = ["Communicator", "Registration"]
 
 _OPTION_TYPES = dict(CommOptions._fields_)
-
-
-def _ctype_range(ctype):
-    bits = 8 * ctypes.sizeof(ctype)
-    signed = ctype(-1).value < 0
-    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
 
 
 def make_options(options):
@@ -59,15 +53,9 @@ def make_options(options):
         elif name == "transport":
             value = lookup(TRANSPORTS, value, "transport")
         else:
-            if isinstance(value, bool):
+            if isinstance(value, bool):   # allow_shared_devices=True, pdl=False
                 value = int(value)
-            lo, hi = _ctype_range(_OPTION_TYPES[name])
-            try:
-                value = int(value) if isinstance(value, int) else value.__index__()
-            except AttributeError:
-                raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
-            if not lo <= value <= hi:
-                raise ValueError(f"{name}: {value} is outside {lo}..{hi}")
+            value = int_in_c_range(value, name, _OPTION_TYPES[name])
         setattr(o, name, value)
     return o, keep
 

@@ -18,14 +18,15 @@ import torch.distributed as dist
 from .. import communicator as _core
 from .._abi import lib
 from ..buffers import c_int_arg
-from ..catalog import DTYPES, FP8_MODES, dtype_bytes
+from ..catalog import DTYPES, FP8_MODES
 from ..errors import check
 from ..unique_id import UniqueId
 
 __all__ = ["Communicator", "TORCH_DTYPES"]
 
-# torch's name of each catalog dtype that torch has; test_torch_layer.py
-# checks that every catalog dtype is here with the catalog's element size.
+# torch's name of each catalog dtype that torch has;
+# python/gpu_tests/test_torch_gpu.py checks that every catalog dtype is
+# here with the catalog's element size.
 TORCH_DTYPES = {name: td for name, td in
                 (("bf16", torch.bfloat16), ("f16", torch.float16), ("f32", torch.float32))
                 if name in DTYPES}
@@ -328,12 +329,11 @@ class Communicator:
 
     def _local_all_reduce(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
-        dts = [self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
-               for r, x in enumerate(xs)]
+        for r, x in enumerate(xs):
+            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
         outs = outs or [torch.empty_like(x) for x in xs]
         for r, o in enumerate(outs):
             self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
-        del dts
         self._local_call(lambda streams: self._core.all_reduce(
             _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
             stream=streams))
@@ -341,12 +341,14 @@ class Communicator:
 
     # ---- all_gather_rmsnorm ---------------------------------------------
 
-    def _group_rows(self, shard_rows, group_size):
-        """(this rank's group's gathered rows, the full shard_rows list)."""
+    def _group_rows(self, shard_rows, group_size, rank=None):
+        """The rows gathered by the group of ``rank`` (default: this rank),
+        from every rank's shard rows; ValueError when group_size does not
+        divide the ranks."""
         g = c_int_arg(group_size, "group_size") or self.nranks
         if g <= 0 or self.nranks % g:
             raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
-        first = (self.rank // g) * g
+        first = ((self.rank if rank is None else rank) // g) * g
         return sum(shard_rows[first:first + g])
 
     def all_gather_rmsnorm(self, shard, weight, eps, *, weight_offset=0.0, shard_rows=None,
@@ -391,9 +393,6 @@ class Communicator:
 
     def _local_all_gather_rmsnorm(self, shards, weights, eps, weight_offset, group_size):
         self._lists(("shard", shards), ("weight", weights))
-        g = c_int_arg(group_size, "group_size") or self.nranks
-        if g <= 0 or self.nranks % g:
-            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
         cols = shards[0].shape[-1] if shards[0].dim() else 0
         rows = []
         for r, s in enumerate(shards):
@@ -405,8 +404,7 @@ class Communicator:
             rows.append(s.numel() // cols if cols else 0)
         normed, residual = [], []
         for r in range(self.nranks):
-            first = (r // g) * g
-            total = sum(rows[first:first + g])
+            total = self._group_rows(rows, group_size, r)
             normed.append(torch.empty((total, cols), dtype=shards[0].dtype, device=self.devices[r]))
             residual.append(torch.empty_like(normed[-1]))
         self._local_call(lambda streams: self._core.all_gather_rmsnorm(
@@ -520,8 +518,3 @@ class Communicator:
             group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams))
         return (normed, res_out, scales) if dynamic else (normed, res_out)
 
-
-# The element size of each torch dtype must be the catalog's.
-for _name, _td in TORCH_DTYPES.items():
-    assert torch.empty((), dtype=_td).element_size() == dtype_bytes(_name), _name
-del _name, _td
