@@ -41,7 +41,8 @@ local function vars_of(spec)
   if not d then error("planner: unknown dtype '" .. tostring(spec.dtype) .. "'", 0) end
   return {
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
-    esize = d.bytes, G = spec.group, VEC = spec.vec, BLOCK = spec.block,
+    esize = d.bytes, reduces = d.acc_type ~= nil, G = spec.group, VEC = spec.vec,
+    BLOCK = spec.block,
     COLS = spec.cols, ITEMS = spec.items, algo = spec.algo, FP8 = spec.fp8,
     abi = catalog.abi,
   }

@@ -84,10 +84,26 @@ end
 -- op's template renders with a mode.
 local FP8_OPS = { allreduce_residual_rmsnorm = true }
 
+-- The ops that only move bits, never compute on elements: the only ones
+-- that take a copy-only dtype (a catalog dtype without acc_type). None yet;
+-- all_gather and broadcast will be.
+local BITS_ONLY_OPS = {}
+
+local function bits_only_names()
+  local t = {}
+  for name in pairs(BITS_ONLY_OPS) do t[#t + 1] = name end
+  table.sort(t)
+  return #t > 0 and table.concat(t, ", ") or "none yet"
+end
+
 local function check_common(s)
   local d = DTYPES[s.dtype]
   if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
   if not OPS[s.op] then fail("unknown op '" .. tostring(s.op) .. "'") end
+  if not d.acc_type and not BITS_ONLY_OPS[s.op] then
+    fail(string.format("%s computes on elements: %s is a copy-only dtype (only the ops "
+                       .. "that move bits take it: %s)", s.op, s.dtype, bits_only_names()))
+  end
   local sm = ARCHS[s.arch]
   if not sm then fail("unsupported arch '" .. tostring(s.arch) .. "'") end
   if sm < d.min_sm then

@@ -86,6 +86,12 @@ collgen__nccl_dtype collgen__nccl_dtype_of(collgen_dtype_t dtype) {
     case COLLGEN_DTYPE_BF16: return COLLGEN__NCCL_BFLOAT16;
     case COLLGEN_DTYPE_F16: return COLLGEN__NCCL_FLOAT16;
     case COLLGEN_DTYPE_F32: return COLLGEN__NCCL_FLOAT32;
+    case COLLGEN_DTYPE_U8: return COLLGEN__NCCL_UINT8;
+    case COLLGEN_DTYPE_I8: return COLLGEN__NCCL_INT8;
+    case COLLGEN_DTYPE_I16: return COLLGEN__NCCL_FLOAT16; /* bits only: see nccl_api.h */
+    case COLLGEN_DTYPE_I32: return COLLGEN__NCCL_INT32;
+    case COLLGEN_DTYPE_I64: return COLLGEN__NCCL_INT64;
+    case COLLGEN_DTYPE_F64: return COLLGEN__NCCL_FLOAT64;
   }
   return -1;
 }

@@ -18,8 +18,13 @@ typedef struct {
 typedef int collgen__nccl_dtype;
 #define COLLGEN__NCCL_SUCCESS 0
 #define COLLGEN__NCCL_IN_PROGRESS 7 /* non-blocking communicator: not finished yet */
+#define COLLGEN__NCCL_INT8 0
+#define COLLGEN__NCCL_UINT8 1
+#define COLLGEN__NCCL_INT32 2
+#define COLLGEN__NCCL_INT64 4
 #define COLLGEN__NCCL_FLOAT16 6
 #define COLLGEN__NCCL_FLOAT32 7
+#define COLLGEN__NCCL_FLOAT64 8
 #define COLLGEN__NCCL_BFLOAT16 9
 #define COLLGEN__NCCL_SUM 0
 /* The oldest NCCL with everything used here (non-blocking communicators
@@ -94,6 +99,8 @@ int collgen__nccl_fail(collgen__nccl_result r, const char *what, char *err, size
 int collgen__nccl_settle(collgen__nccl_comm_t comm, collgen__nccl_result r, const char *what,
                          int timeout_ms, char *err, size_t n);
 
-/* NCCL's data type for a collgen dtype (-1 for none). */
+/* NCCL's data type for a collgen dtype (-1 for none). i16, which NCCL
+** lacks, is moved as float16: a copy-only dtype only ever goes to NCCL
+** calls that move bits, which never interpret an element. */
 collgen__nccl_dtype collgen__nccl_dtype_of(collgen_dtype_t dtype);
 #endif

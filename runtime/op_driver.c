@@ -62,6 +62,21 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
                          "group_size %d does not divide the %d ranks", call->group_size,
                          c->ndev);
   call->group_size = gs;
+  if (!collgen__dtype_reduces(call->dtype)) {
+    /* Which ops take a copy-only dtype is the planner's rule (gen/planner.lua,
+    ** BITS_ONLY_OPS): ask it here, for the paths that plan nothing (a group
+    ** of one's copy, NCCL, an empty tensor). A zero-size call of an op that
+    ** moves bits plans. */
+    collgen_shape_t probe;
+    collgen_plan_t plan;
+    collgen__common_shape(c, call, &probe);
+    int r = 0;
+    while (r < c->ndev - 1 && !collgen__comm_is_local(c, r)) ++r;
+    memcpy(probe.arch, c->arch[r], sizeof probe.arch);
+    int rc = collgen_plan(c->gen, &probe, &plan);
+    if (rc != COLLGEN_OK)
+      return collgen__fail(c->err, sizeof c->err, rc, "%s", collgen_generator_last_error(c->gen));
+  }
   for (int a = 0; a < c->ndev; ++a)
     for (int b = 0; b < c->ndev; ++b)
       if (a / gs == b / gs && !c->p2p[a][b] &&

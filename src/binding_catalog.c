@@ -38,6 +38,12 @@ static const entry dtype_entries[] = {
 #undef DTYPE_ROW
 };
 
+static const entry dtype_reduces_entries[] = {
+#define DTYPE_REDUCES_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, (acc) != NULL},
+    COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)
+#undef DTYPE_REDUCES_ROW
+};
+
 static const entry fp8_entries[] = {
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
     COLLGEN_FP8_MAP(FP8_ROW)
@@ -83,7 +89,8 @@ static const struct {
   int count;
 } tables[] = {
     TABLE("status", status_entries),         TABLE("op", op_entries),
-    TABLE("dtype", dtype_entries),           TABLE("fp8", fp8_entries),
+    TABLE("dtype", dtype_entries),           TABLE("dtype_reduces", dtype_reduces_entries),
+    TABLE("fp8", fp8_entries),
     TABLE("transport", transport_entries),   TABLE("rank_state", rank_state_entries),
     TABLE("struct", struct_entries),         TABLE("constant", constant_entries),
 };
@@ -94,10 +101,10 @@ static int find_table(const char *name) {
   if (name)
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; ++i)
       if (strcmp(tables[i].name, name) == 0) return (int)i;
-  char msg[160];
+  char msg[200];
   snprintf(msg, sizeof msg,
-           "collgen_catalog: unknown table '%.40s' (known: status, op, dtype, fp8, "
-           "transport, rank_state, struct, constant)",
+           "collgen_catalog: unknown table '%.40s' (known: status, op, dtype, "
+           "dtype_reduces, fp8, transport, rank_state, struct, constant)",
            name ? name : "(NULL)");
   collgen__set_tls_error(msg);
   return -1;

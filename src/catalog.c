@@ -95,6 +95,11 @@ int collgen__dtype_bytes(collgen_dtype_t dtype) {
   return d ? d->bytes : 0;
 }
 
+int collgen__dtype_reduces(collgen_dtype_t dtype) {
+  const collgen__dtype_desc *d = collgen__dtype_find(dtype);
+  return d && d->acc_type;
+}
+
 int collgen__parse_op(const char *s, collgen_op_t *op) {
   for (int i = 0; s && i < COUNT(ops); ++i)
     if (strcmp(s, ops[i].name) == 0) { *op = ops[i].op; return 0; }

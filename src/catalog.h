@@ -20,7 +20,7 @@ typedef struct {
   const char *name;      /* "bf16" */
   int bytes;             /* element size */
   const char *ctype;     /* device C type holding one element */
-  const char *acc_type;  /* accumulation type */
+  const char *acc_type;  /* accumulation type; NULL: copy-only (moved, never computed on) */
   int min_sm;            /* oldest arch that has its conversions */
 } collgen__dtype_desc;
 
@@ -68,6 +68,9 @@ const char *collgen__dtype_name(collgen_dtype_t dtype);
 const char *collgen__fp8_name(collgen_fp8_mode_t mode);
 /* Element size of a valid dtype; 0 for an unknown one. */
 int collgen__dtype_bytes(collgen_dtype_t dtype);
+/* 1 when the ops that compute on elements take the dtype (it has an
+** accumulate type); 0 for a copy-only dtype or an unknown one. */
+int collgen__dtype_reduces(collgen_dtype_t dtype);
 
 /* Name -> value; 0, or -1 when the name is not in the list. */
 int collgen__parse_op(const char *s, collgen_op_t *op);

@@ -141,11 +141,21 @@ typedef enum {
 
 /* The element types, described once:
 ** XX(NAME, value, id, bytes, device C type, accumulate type, minimum sm).
-** Every op accumulates in the accumulate type and rounds once per output. */
+** An op that computes on elements accumulates in the accumulate type and
+** rounds once per output. A copy-only dtype (accumulate type NULL) is only
+** moved as bits: the ops that compute refuse it (COLLGEN_ERR_INVALID_ARG),
+** the ops that only move bits take it. torch.bool and float8 tensors are
+** moved as u8 (same bytes); f64 has no accumulate type here yet. */
 #define COLLGEN_DTYPE_MAP(XX)                                                  \
   XX(BF16, 0, bf16, 2, "unsigned short", "float", 80)                          \
   XX(F16, 1, f16, 2, "unsigned short", "float", 80)                            \
-  XX(F32, 2, f32, 4, "float", "float", 80)
+  XX(F32, 2, f32, 4, "float", "float", 80)                                     \
+  XX(U8, 3, u8, 1, "unsigned char", NULL, 80)                                  \
+  XX(I8, 4, i8, 1, "signed char", NULL, 80)                                    \
+  XX(I16, 5, i16, 2, "short", NULL, 80)                                        \
+  XX(I32, 6, i32, 4, "int", NULL, 80)                                          \
+  XX(I64, 7, i64, 8, "long long", NULL, 80)                                    \
+  XX(F64, 8, f64, 8, "double", NULL, 80)
 
 typedef enum {
 #define COLLGEN_DTYPE_ENUM_ENTRY(NAME, value, id, bytes, ctype, acc, sm) COLLGEN_DTYPE_##NAME = value,
@@ -732,6 +742,9 @@ COLLGEN_API int collgen_comm_init_rank_callback(collgen_comm_t **comm, int nrank
 **                COLLGEN_ERR_; collgen_status_str describes the code)
 **   "op"         ops: "allreduce_sum", COLLGEN_OP_*, minimum tensor rank
 **   "dtype"      element types: "bf16", COLLGEN_DTYPE_*, bytes per element
+**   "dtype_reduces" the same element types: "bf16", COLLGEN_DTYPE_*, 1 when
+**                the ops that compute take it, 0 for a copy-only dtype
+**                ("i32": moved as bits, never computed on)
 **   "fp8"        FP8 output modes: "dynamic", COLLGEN_FP8_*, minimum sm
 **   "transport"  transports: "auto", COLLGEN_TRANSPORT_*, 0
 **   "rank_state" rank states of collgen_comm_health: "ok", value, 0

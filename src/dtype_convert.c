@@ -85,6 +85,7 @@ float collgen__dtype_round(collgen_dtype_t dtype, float f) {
   case COLLGEN_DTYPE_BF16: return collgen__bf16_to_f32(collgen__f32_to_bf16(f));
   case COLLGEN_DTYPE_F16: return collgen__f16_to_f32(collgen__f32_to_f16(f));
   case COLLGEN_DTYPE_F32: return f;
+  default: break; /* copy-only dtypes have no rounding: nothing computes in them */
   }
   return NAN; /* not a dtype: visible, never a silent default */
 }

@@ -32,7 +32,7 @@ static void push_dtypes(lua_State *L, collgen__sha256_ctx *h) {
     put_str(L, h, "name", d->name);
     put_int(L, h, "bytes", d->bytes);
     put_str(L, h, "ctype", d->ctype);
-    put_str(L, h, "acc_type", d->acc_type);
+    if (d->acc_type) put_str(L, h, "acc_type", d->acc_type); /* nil: copy-only */
     put_int(L, h, "min_sm", d->min_sm);
     lua_setfield(L, -2, d->name);
   }

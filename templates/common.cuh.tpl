@@ -67,9 +67,10 @@ __device__ __forceinline__ elem_t from_f32(float f) {
 % elseif dtype == "f32" then
 __device__ __forceinline__ float to_f32(elem_t h) { return h; }
 __device__ __forceinline__ elem_t from_f32(float f) { return f; }
-% else
+% elseif reduces then
 %   error("common.cuh.tpl: no f32 conversions for dtype '" .. dtype .. "'")
 % end
+% -- a copy-only dtype (no accumulate type) is only moved: no conversions
 
 % if VEC > 1 then
 // One 16-byte access moves VEC elements.

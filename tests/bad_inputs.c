@@ -172,6 +172,11 @@ static void allreduce_cases(bad_env *e) {
        ar(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 16), OUT(1), 0));
   CASE("input 16 bytes into output", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
        ar(e, BF, 1, n, n, IN(0), AT(OUT(1), 16), OUT(0), OUT(1), 0));
+  CASE("i32 allreduce", COLLGEN_ERR_INVALID_ARG,
+       "allreduce_sum computes on elements: i32 is a copy-only dtype",
+       ar(e, COLLGEN_DTYPE_I32, 1, n, n, AR_OK_BUFS, 0));
+  CASE("u8 allreduce, groups of one (a copy)", COLLGEN_ERR_INVALID_ARG,
+       "u8 is a copy-only dtype", ar(e, COLLGEN_DTYPE_U8, 1, n, n, AR_OK_BUFS, 1));
   CASE("groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
        ar(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 2), OUT(1), 1));
 }
@@ -191,8 +196,11 @@ static void rmsnorm_cases(bad_env *e) {
            collgen_allgather_rmsnorm(NULL, BF, 2, shapes, in, nrm, res, gam, 1e-6f, 0, 0, s));
   CASE("rmsnorm tensor rank 1", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 2..8",
        ag(e, BF, 1, r1, r1, AG_OK, 1e-6f, 0, 0));
-  CASE("rmsnorm dtype 3", COLLGEN_ERR_INVALID_ARG, "unknown dtype 3",
-       ag(e, (collgen_dtype_t)3, 2, sh, sh, AG_OK, 1e-6f, 0, 0));
+  CASE("rmsnorm dtype 13", COLLGEN_ERR_INVALID_ARG, "unknown dtype 13",
+       ag(e, (collgen_dtype_t)13, 2, sh, sh, AG_OK, 1e-6f, 0, 0));
+  CASE("i16 allgather_rmsnorm", COLLGEN_ERR_INVALID_ARG,
+       "allgather_rmsnorm computes on elements: i16 is a copy-only dtype",
+       ag(e, COLLGEN_DTYPE_I16, 2, sh, sh, AG_OK, 1e-6f, 0, 0));
   CASE("eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, nan, 0, 0));
   CASE("eps -1", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, -1.0f, 0, 0));
   CASE("eps inf", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, inf, 0, 0));
@@ -274,8 +282,11 @@ static void residual_rmsnorm_cases(bad_env *e) {
                                               0, s));
   CASE("residual op tensor rank 1", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 2..8",
        rr(e, BF, 1, r1, r1, RR_OK, 1e-6f, 0, 0));
-  CASE("residual op dtype 5", COLLGEN_ERR_INVALID_ARG, "unknown dtype 5",
-       rr(e, (collgen_dtype_t)5, 2, sh, sh, RR_OK, 1e-6f, 0, 0));
+  CASE("residual op dtype 15", COLLGEN_ERR_INVALID_ARG, "unknown dtype 15",
+       rr(e, (collgen_dtype_t)15, 2, sh, sh, RR_OK, 1e-6f, 0, 0));
+  CASE("i64 residual op", COLLGEN_ERR_INVALID_ARG,
+       "allreduce_residual_rmsnorm computes on elements: i64 is a copy-only dtype",
+       rr(e, COLLGEN_DTYPE_I64, 2, sh, sh, RR_OK, 1e-6f, 0, 0));
   CASE("residual op eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
        rr(e, BF, 2, sh, sh, RR_OK, nan, 0, 0));
   CASE("residual op eps -1e-6", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
@@ -390,8 +401,12 @@ static void residual_rmsnorm_fp8_cases(bad_env *e) {
   CASE("fp8 eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
        collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, q, sc, ro, gam, nan,
                                               0, DYN, 0, 0, s));
-  CASE("fp8 dtype 4", COLLGEN_ERR_INVALID_ARG, "unknown dtype 4",
-       collgen_allreduce_residual_rmsnorm_fp8(e->c, (collgen_dtype_t)4, 2, shapes, x, ri, q, sc,
+  CASE("fp8 dtype 14", COLLGEN_ERR_INVALID_ARG, "unknown dtype 14",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, (collgen_dtype_t)14, 2, shapes, x, ri, q, sc,
+                                              ro, gam, 1e-6f, 0, DYN, 0, 0, s));
+  CASE("fp8 u8 x", COLLGEN_ERR_INVALID_ARG,
+       "allreduce_residual_rmsnorm computes on elements: u8 is a copy-only dtype",
+       collgen_allreduce_residual_rmsnorm_fp8(e->c, COLLGEN_DTYPE_U8, 2, shapes, x, ri, q, sc,
                                               ro, gam, 1e-6f, 0, DYN, 0, 0, s));
   CASE("normed_fp8 array NULL", COLLGEN_ERR_INVALID_ARG, "the normed_fp8 output array",
        collgen_allreduce_residual_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, NULL, sc, ro, gam,

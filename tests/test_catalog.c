@@ -28,8 +28,10 @@ static int source_exists(const char *rel) {
   return access(path, R_OK) == 0;
 }
 
-/* Every op and dtype of the catalog plans and renders; values next to them
-** are refused by the planner, not defaulted. */
+/* Every op and every dtype it computes on (one with an accumulate type) of
+** the catalog plans and renders; a copy-only dtype is refused by every op
+** that computes, naming the op and the dtype; values next to them are
+** refused by the planner, not defaulted. */
 Test(catalog, lua_accepts_exactly_the_catalog) {
   collgen_generator_t *g;
   cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
@@ -39,6 +41,16 @@ Test(catalog, lua_accepts_exactly_the_catalog) {
       collgen_shape_init(&s, collgen__op_at(o)->op);
       s.dtype = collgen__dtype_at(d)->dtype;
       char *src = NULL;
+      if (!collgen__dtype_at(d)->acc_type) {
+        char want[160];
+        snprintf(want, sizeof want, "planner: %s computes on elements: %s is a copy-only dtype",
+                 collgen__op_at(o)->name, collgen__dtype_at(d)->name);
+        cr_expect_eq(collgen_generate_source(g, &s, 0, &src), COLLGEN_ERR_INVALID_ARG);
+        cr_expect(!src);
+        cr_expect(strstr(collgen_generator_last_error(g), want), "%s",
+                  collgen_generator_last_error(g));
+        continue;
+      }
       cr_expect_eq(collgen_generate_source(g, &s, 0, &src), COLLGEN_OK, "%s/%s: %s",
                    collgen__op_at(o)->name, collgen__dtype_at(d)->name,
                    collgen_generator_last_error(g));
@@ -86,11 +98,25 @@ Test(catalog, every_op_has_its_files) {
     collgen_dtype_t parsed;
     cr_expect(collgen__parse_dtype(dt->name, &parsed) == 0 && parsed == dt->dtype);
     cr_expect_eq(collgen__dtype_bytes(dt->dtype), dt->bytes);
+    cr_expect_eq(collgen__dtype_reduces(dt->dtype), dt->acc_type != NULL, "%s", dt->name);
   }
+  /* The table itself: the float types compute, the integer and byte types
+  ** (and f64, which has no accumulate type) are copy-only. */
+  static const struct { const char *name; int bytes, reduces; } want[] = {
+      {"bf16", 2, 1}, {"f16", 2, 1}, {"f32", 4, 1}, {"u8", 1, 0}, {"i8", 1, 0},
+      {"i16", 2, 0},  {"i32", 4, 0}, {"i64", 8, 0}, {"f64", 8, 0}};
+  cr_expect_eq(collgen__dtype_count(), (int)(sizeof want / sizeof *want));
+  for (size_t i = 0; i < sizeof want / sizeof *want; ++i) {
+    collgen_dtype_t parsed;
+    cr_assert_eq(collgen__parse_dtype(want[i].name, &parsed), 0, "%s", want[i].name);
+    cr_expect_eq(collgen__dtype_bytes(parsed), want[i].bytes, "%s", want[i].name);
+    cr_expect_eq(collgen__dtype_reduces(parsed), want[i].reduces, "%s", want[i].name);
+  }
+  cr_expect_eq(collgen__dtype_reduces((collgen_dtype_t)99), 0);
   collgen_op_t op;
   collgen_dtype_t dt;
   cr_expect_eq(collgen__parse_op("allreduce", &op), -1);
-  cr_expect_eq(collgen__parse_dtype("f64", &dt), -1);
+  cr_expect_eq(collgen__parse_dtype("f128", &dt), -1);
   cr_expect_eq(collgen__dtype_bytes((collgen_dtype_t)99), 0);
   cr_expect_str_eq(collgen__dtype_name((collgen_dtype_t)99), "?");
 }
@@ -160,6 +186,8 @@ Test(catalog, binding_catalog_matches_the_header) {
   static const struct row status[] = {COLLGEN_ERRNO_MAP(STATUS_ROW)};
 #define DTYPE_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, bytes},
   static const struct row dtype[] = {COLLGEN_DTYPE_MAP(DTYPE_ROW)};
+#define DTYPE_REDUCES_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, (acc) != NULL},
+  static const struct row dtype_reduces[] = {COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)};
 #define OP_ROW(NAME, value, id, tpl, kind, min_rank) {#id, value, min_rank},
   static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
@@ -170,6 +198,7 @@ Test(catalog, binding_catalog_matches_the_header) {
   const struct { const char *table; const struct row *rows; int n; } tables[] = {
       {"status", status, sizeof status / sizeof *status},
       {"dtype", dtype, sizeof dtype / sizeof *dtype},
+      {"dtype_reduces", dtype_reduces, sizeof dtype_reduces / sizeof *dtype_reduces},
       {"op", op, sizeof op / sizeof *op},
       {"fp8", fp8, sizeof fp8 / sizeof *fp8},
       {"transport", transport, sizeof transport / sizeof *transport},

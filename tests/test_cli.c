@@ -66,8 +66,8 @@ Test(cli, help_and_usage_errors) {
   cr_expect_eq(cg("gen no_such_op", &out), 2);
   cr_expect(strstr(out, "unknown op: 'no_such_op'"));
   free(out);
-  cr_expect_eq(cg("gen allreduce_sum --dtype f64", &out), 2);
-  cr_expect(strstr(out, "unknown dtype: 'f64'"));
+  cr_expect_eq(cg("gen allreduce_sum --dtype f128", &out), 2);
+  cr_expect(strstr(out, "unknown dtype: 'f128'"));
   free(out);
   cr_expect_eq(cg("gen allreduce_sum --ngpus", &out), 2);
   free(out);
@@ -85,6 +85,15 @@ Test(cli, usage_errors_exit_2_and_echo_the_value) {
       {"help frobnicate", "'frobnicate'"},
       {"gen allreduce_sum --ngpus 2 --group-size 3", "group_size 3 does not divide ngpus 2"},
       {"compile allreduce_sum --ngpus 2 --group-size 3 --cache-dir @", "group_size 3"},
+      {"gen allreduce_sum --dtype i32",
+       "allreduce_sum computes on elements: i32 is a copy-only dtype"},
+      {"compile allgather_rmsnorm --dtype u8 --cache-dir @",
+       "allgather_rmsnorm computes on elements: u8 is a copy-only dtype"},
+      {"pregen --ops allreduce_residual_rmsnorm --dtypes bf16,i64 --ngpus 2 --cache-dir @",
+       "allreduce_residual_rmsnorm computes on elements: i64 is a copy-only dtype"},
+      /* the default dtype list skips the copy-only ones the op refuses: only
+      ** the groups of one's copies are left, so there is nothing to compile */
+      {"pregen --ops allreduce_sum --ngpus 1 --cache-dir @", "the matrix has no kernel to compile"},
       {"gen allreduce_sum --arch sm_1", "'sm_1'"},
       {"compile allreduce_sum --arch sm_1 --cache-dir @", "'sm_1'"},
       {"gen allreduce_sum --arch sm_90_and_then_some_more", "sm_90_and_then_some_more"},
@@ -621,7 +630,7 @@ Test(cli, usage_errors_share_one_style) {
       {"gen no_such_op", "gen", "no_such_op"},
       {"gen allreduce_sum --bogus", "gen", "--bogus"},
       {"compile allreduce_sum --frob", "compile", "--frob"},
-      {"gen allreduce_sum --dtype f64", "gen", "f64"},
+      {"gen allreduce_sum --dtype f128", "gen", "f128"},
       {"gen allreduce_sum --ngpus 9", "gen", "9"},
       {"gen allreduce_sum --ngpus 2x", "gen", "2x"},
       {"gen allreduce_sum --arch sm_1", "gen", "sm_1"},

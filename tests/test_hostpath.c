@@ -138,7 +138,7 @@ Test(hostpath, refused_calls_launch_and_write_nothing) {
        COLLGEN_ERR_INVALID_ARG},
       {"partial overlap", collgen_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, same, in, overlap, 0, streams),
        COLLGEN_ERR_INVALID_ARG},
-      {"bad dtype", collgen_allreduce_sum(c, (collgen_dtype_t)7, 1, same, in, out, 0, streams),
+      {"bad dtype", collgen_allreduce_sum(c, (collgen_dtype_t)19, 1, same, in, out, 0, streams),
        COLLGEN_ERR_INVALID_ARG},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)

@@ -113,6 +113,48 @@ Test(planner, rmsnorm_shapes) {
   cr_expect_eq(p.grid, 4);
 }
 
+/* Every op computes on elements, so each refuses every copy-only dtype
+** (catalog.h, collgen__dtype_reduces), in a plan and in its variants,
+** naming the op and the dtype, before its own checks. */
+Test(planner, copy_only_dtypes_refused_by_computing_ops) {
+  static const collgen_op_t ops[] = {COLLGEN_OP_ALLREDUCE_SUM, COLLGEN_OP_ALLGATHER_RMSNORM,
+                                     COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM};
+  static const struct { collgen_dtype_t dt; const char *name; } copy_only[] = {
+      {COLLGEN_DTYPE_U8, "u8"}, {COLLGEN_DTYPE_I8, "i8"}, {COLLGEN_DTYPE_I16, "i16"},
+      {COLLGEN_DTYPE_I32, "i32"}, {COLLGEN_DTYPE_I64, "i64"}, {COLLGEN_DTYPE_F64, "f64"}};
+  static const char *const op_names[] = {"allreduce_sum", "allgather_rmsnorm",
+                                         "allreduce_residual_rmsnorm"};
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; ++o)
+    for (size_t d = 0; d < sizeof copy_only / sizeof *copy_only; ++d) {
+      char want[200];
+      snprintf(want, sizeof want,
+               "planner: %s computes on elements: %s is a copy-only dtype (only the ops that "
+               "move bits take it: none yet)", op_names[o], copy_only[d].name);
+      collgen_shape_t s;
+      collgen_plan_t p;
+      collgen_shape_init(&s, ops[o]);
+      s.dtype = copy_only[d].dt;
+      s.cols = 0; /* the op's own checks would refuse this too: the dtype comes first */
+      cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+      cr_expect_str_eq(collgen_generator_last_error(gen), want);
+      collgen_shape_class_t cls;
+      memset(&cls, 0, sizeof cls);
+      int64_t cols = 4096;
+      cls.op = ops[o];
+      cls.dtype = copy_only[d].dt;
+      cls.ngpus = 2;
+      cls.cols = &cols;
+      cls.cols_count = 1;
+      snprintf(cls.arch, sizeof cls.arch, "sm_90");
+      collgen_shape_t *shapes = (collgen_shape_t *)1;
+      int count = 7;
+      cr_expect_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_ERR_INVALID_ARG);
+      cr_expect_str_eq(collgen_generator_last_error(gen), want);
+      cr_expect_null(shapes);
+      cr_expect_eq(count, 0);
+    }
+}
+
 Test(planner, refuses_bad_shapes) {
   collgen_shape_t s;
   collgen_plan_t p;
@@ -133,7 +175,7 @@ Test(planner, refuses_bad_shapes) {
   s.tensor_rank = 9;
   cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
   s.tensor_rank = 1;
-  s.dtype = (collgen_dtype_t)7;
+  s.dtype = (collgen_dtype_t)19;
   cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
   collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
   s.cols = 0;

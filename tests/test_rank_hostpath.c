@@ -89,6 +89,33 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
                                       0.0f, 0, s);
   CHILD_CHECK(rep, rank, 23, rc == COLLGEN_OK && stats->launches == launches + 1,
               "allgather_rmsnorm: %s", collgen_comm_last_error(c));
+  /* every op computes on elements: a copy-only dtype is refused before
+  ** anything is launched or copied, a group of one's copy included */
+  launches = stats->launches;
+  copies = stats->copies;
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_I32, 1, &n_small, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 24, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "allreduce_sum computes on elements: i32 is a "
+                                                 "copy-only dtype"), "i32 allreduce: %s",
+              collgen_comm_last_error(c));
+  rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_U8, 1, &n_small, in, out, 1, s);
+  CHILD_CHECK(rep, rank, 25, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "u8 is a copy-only dtype"),
+              "u8 allreduce, groups of one: %s", collgen_comm_last_error(c));
+  rc = collgen_rank_allgather_rmsnorm(c, COLLGEN_DTYPE_I8, 2, shards, in, nrm, res, out, 1e-6f,
+                                      0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 26, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "allgather_rmsnorm computes on elements: i8"),
+              "i8 allgather_rmsnorm: %s", collgen_comm_last_error(c));
+  rc = collgen_rank_allreduce_residual_rmsnorm(c, COLLGEN_DTYPE_I64, 2, fused_shape, in, res, nrm,
+                                               res, out, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 27, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "allreduce_residual_rmsnorm computes on "
+                                                 "elements: i64"),
+              "i64 residual: %s", collgen_comm_last_error(c));
+  CHILD_CHECK(rep, rank, 28, stats->launches == launches && stats->copies == copies,
+              "copy-only refusals launched %ld, copied %ld", stats->launches - launches,
+              stats->copies - copies);
   free(res);
   free(nrm);
   /* mode mismatch */

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "dtype_convert.h"
@@ -318,4 +320,28 @@ Test(reference, random_fill_is_bounded_rounded_and_seeded) {
   }
   cr_expect(negative > 1500 && negative < 2600, "both signs: %d negative of 4096", negative);
   cr_expect_lt(zero, 16, "not mostly zeros");
+}
+
+/* A copy-only dtype is moved, never computed on: fill_random draws any
+** bits (every byte value shows up, the state advances as for the others),
+** close compares exactly, and a reduction over it aborts. */
+Test(reference, copy_only_dtypes_are_bits) {
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  unsigned char bytes[4 * 4096];
+  collgen__ref_fill_random(COLLGEN_DTYPE_I32, bytes, 4096, &state);
+  int seen[256] = {0}, distinct = 0;
+  for (size_t i = 0; i < sizeof bytes; ++i) distinct += !seen[bytes[i]]++;
+  cr_expect_eq(distinct, 256, "%d byte values", distinct);
+  uint64_t again = 0x9e3779b97f4a7c15ull;
+  unsigned char copy[4 * 4096];
+  collgen__ref_fill_random(COLLGEN_DTYPE_I32, copy, 4096, &again);
+  cr_expect(memcmp(bytes, copy, sizeof bytes) == 0 && again == state, "seeded");
+  cr_expect(collgen__ref_close(COLLGEN_DTYPE_I64, 3.0, 3.0));
+  cr_expect(!collgen__ref_close(COLLGEN_DTYPE_I64, 3.0, 3.0000001));
+}
+
+Test(reference, a_reduction_over_a_copy_only_dtype_aborts, .signal = SIGABRT) {
+  int32_t a[4] = {1, 2, 3, 4}, out[4];
+  const void *in[1] = {a};
+  collgen__ref_allreduce(COLLGEN_DTYPE_I32, 4, 1, in, out);
 }

@@ -13,7 +13,7 @@ Core (framework-neutral): ``Communicator``, ``UniqueId``, the exceptions
 from ._library import LibraryNotFound
 from . import _abi  # noqa: F401  (declares the functions, checks struct sizes)
 from ._abi import lib as _lib
-from .catalog import CONSTANTS, DTYPES, FP8_MODES, OPS, TRANSPORTS
+from .catalog import CONSTANTS, COPY_ONLY_DTYPES, DTYPES, FP8_MODES, OPS, TRANSPORTS
 from .communicator import Communicator, Registration
 from .errors import *  # noqa: F401,F403  (Error and one class per status)
 from .errors import Error, error_class

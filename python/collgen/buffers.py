@@ -86,13 +86,17 @@ def _shape_arg(shape, argument):
 
 
 def _dtype_of_typestr(typestr, argument):
-    """The catalog dtype of an array-interface typestr ('<f2' -> 'f16'), or
-    None when the typestr is no float type (bf16 has no typestr: pass dtype=)."""
+    """The catalog dtype of an array-interface typestr ('<f2' -> 'f16',
+    '<i4' -> 'i32', '|u1' -> 'u8', a bool '|b1' -> 'u8': its bytes), or
+    None when the catalog has none of that kind and size (bf16 has no
+    typestr, and '<u2' is how it is exposed: pass dtype=)."""
     if len(typestr) < 3 or typestr[0] not in "<|=":
         raise ValueError(f"{argument}: typestr {typestr!r} is not little-endian")
     kind, size = typestr[1], int(typestr[2:])
-    if kind == "f":
-        name = f"f{8 * size}"
+    if kind == "b":
+        kind = "u"
+    if kind in "fiu":
+        name = f"{kind}{8 * size}"
         return name if name in DTYPES else None
     return None
 

@@ -9,7 +9,7 @@ names, never a default.
 from ._library import catalog, constants
 
 __all__ = ["OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
-           "dtype_bytes", "lookup"]
+           "COPY_ONLY_DTYPES", "dtype_bytes", "lookup"]
 
 OPS = {e.name: e.value for e in catalog["op"]}
 DTYPES = {e.name: e.value for e in catalog["dtype"]}
@@ -19,6 +19,9 @@ RANK_STATES = {e.value: e.name for e in catalog["rank_state"]}
 STATUSES = {e.name: e.value for e in catalog["status"]}
 CONSTANTS = dict(constants)
 _DTYPE_BYTES = {e.name: e.detail for e in catalog["dtype"]}
+# The dtypes only moved as bits (integers, bytes, f64): the ops that compute
+# on elements refuse them.
+COPY_ONLY_DTYPES = frozenset(e.name for e in catalog["dtype_reduces"] if not e.detail)
 
 
 def lookup(table, name, argument):

@@ -173,7 +173,12 @@ def ops_scenario(comm):
         x = torch.zeros(16, device=DEV, dtype=torch.bfloat16)
         for call, exc, frag in (
                 (lambda: comm.all_reduce(x.cpu()), ValueError, "x is on cpu"),
-                (lambda: comm.all_reduce(x.to(torch.int32)), TypeError, "x: collgen takes"),
+                (lambda: comm.all_reduce(x.to(torch.complex64)), TypeError, "x: collgen takes"),
+                (lambda: comm.all_reduce(x.to(torch.int32)), TypeError,
+                 "x has dtype torch.int32, which collgen only moves as bits"),
+                (lambda: comm.fused_add_rmsnorm(x.view(2, 8).to(torch.bool), x.view(2, 8),
+                                                x[:8], 1e-6), TypeError,
+                 "x has dtype torch.bool, which collgen only moves as bits (u8"),
                 (lambda: comm.all_reduce(x[::2]), ValueError, "x must be contiguous"),
                 (lambda: comm.all_reduce(x, out=x[:8]), ValueError, "out has shape"),
                 (lambda: comm.all_reduce(x, group_size=3), collgen.InvalidArgument,

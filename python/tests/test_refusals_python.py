@@ -109,6 +109,21 @@ def test_refused_by_python(bad_env, what):
     bad_env.assert_untouched()
 
 
+def test_integer_arrays_take_their_copy_only_dtype_and_are_refused(bad_env):
+    """An array's typestr names its catalog dtype (a bool's bytes are u8);
+    allreduce_sum computes, so the library refuses each copy-only one
+    before anything is launched."""
+    assert collgen.COPY_ONLY_DTYPES == {"u8", "i8", "i16", "i32", "i64", "f64"}
+    for typestr, name in (("|u1", "u8"), ("|b1", "u8"), ("|i1", "i8"), ("<i2", "i16"),
+                          ("<i4", "i32"), ("<i8", "i64"), ("<f8", "f64")):
+        with pytest.raises(collgen.InvalidArgument) as e:
+            bad_env.comm.all_reduce([DeviceArray(p, (1000,), typestr) for p in bad_env.IN],
+                                    [DeviceArray(p, (1000,), typestr) for p in bad_env.OUT])
+        assert f"allreduce_sum computes on elements: {name} is a copy-only dtype" in \
+            e.value.message, typestr
+        bad_env.assert_untouched()
+
+
 def test_accepted_allreduce_launches_once_per_rank(bad_env):
     e = bad_env
     data = [os.urandom(2000) for _ in range(2)]

@@ -119,6 +119,7 @@ typedef struct {
   int64_t *ngpus, *cols;     /* ngpus_count, cols_count */
   int ngpus_count, cols_count;
   const char *ops_text, *ngpus_text; /* as given, for messages */
+  int all_dtypes;            /* no --dtypes: copy-only dtypes an op refuses are skipped */
 } cli_pregen_opts;
 /* Returns 0, 1, 2 or CLI_HELP; `default_jobs` is used without -j. Call
 ** cli_pregen_free afterwards whatever the result. */

@@ -453,6 +453,7 @@ int cli_pregen_parse(int argc, char **argv, long default_jobs, cli_pregen_opts *
     v_of[k] = v;
   }
   o->cache_dir = v_of[PG_CACHE_DIR];
+  o->all_dtypes = v_of[PG_DTYPES] == all_dtypes;
   o->ops_text = v_of[PG_OPS];
   o->ngpus_text = v_of[PG_NGPUS];
   void *vals = NULL;

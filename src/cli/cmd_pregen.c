@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "catalog.h"
 #include "cli.h"
 #include "escape.h"
 #include "internal.h"
@@ -92,11 +93,15 @@ static void unique(spec_list *l) {
 /* Appends every kernel of one class to l. Returns 0, or an exit code with
 ** a message on stderr: 2 when the planner refuses the class (an FP8 mode
 ** the arch lacks, say), 1 on any other failure (a fault of the planner
-** included: cli_planner_failure). */
-static int add_class(collgen_generator_t *g, const collgen_shape_class_t *cls, spec_list *l) {
+** included: cli_planner_failure). With `skip_refused`, a refusal is no
+** failure: the class adds nothing (a copy-only dtype of the default list
+** with an op that computes). */
+static int add_class(collgen_generator_t *g, const collgen_shape_class_t *cls, spec_list *l,
+                     int skip_refused) {
   collgen_shape_t *shapes = NULL;
   int count = 0;
   int status = collgen_plan_variants(g, cls, &shapes, &count);
+  if (status == COLLGEN_ERR_INVALID_ARG && skip_refused) return 0;
   if (status != COLLGEN_OK)
     return cli_planner_failure("pregen", status, collgen_generator_last_error(g));
   int rc = 0;
@@ -251,7 +256,7 @@ static int build_matrix(collgen_generator_t *g, const cli_pregen_opts *o, spec_l
         cls.fp8_mode_count = o->fp8s.n;
         for (int n = 0; n < o->ngpus_count && rc < 0; ++n) {
           cls.ngpus = (int)o->ngpus[n];
-          int status = add_class(g, &cls, l);
+          int status = add_class(g, &cls, l, o->all_dtypes && !collgen__dtype_reduces(cls.dtype));
           if (status != 0) rc = status;
         }
       }

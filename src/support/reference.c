@@ -2,6 +2,9 @@
 ** reference.c -- CPU reference math for collgen's ops (see reference.h).
 ** Conversions come from the library (dtype_convert.h); an unknown dtype is
 ** a bug in the caller and aborts here, never a fall-through to a default.
+** A copy-only dtype (no accumulate type) is only moved: fill_random draws
+** its bits and close compares them exactly; the reductions and the f32
+** load/store refuse it (abort), as the ops that compute do.
 */
 #include <math.h>
 #include <stdio.h>
@@ -23,12 +26,26 @@ static size_t elem_bytes(const char *fn, collgen_dtype_t dtype) {
   return (size_t)collgen__dtype_bytes(dtype);
 }
 
+/* Element size of a dtype the ops compute on; aborts for a copy-only or
+** unknown one. */
+static size_t reduce_bytes(const char *fn, collgen_dtype_t dtype) {
+  size_t n = elem_bytes(fn, dtype);
+  if (!collgen__dtype_reduces(dtype)) {
+    fprintf(stderr, "%s: %s is a copy-only dtype: nothing computes on it\n", fn,
+            collgen__dtype_name(dtype));
+    abort();
+  }
+  return n;
+}
+
 float collgen__ref_load(collgen_dtype_t dtype, const void *p, int64_t i) {
   switch (dtype) {
   case COLLGEN_DTYPE_BF16: return collgen__bf16_to_f32(((const uint16_t *)p)[i]);
   case COLLGEN_DTYPE_F16: return collgen__f16_to_f32(((const uint16_t *)p)[i]);
   case COLLGEN_DTYPE_F32: return ((const float *)p)[i];
+  default: break;
   }
+  reduce_bytes(__func__, dtype);
   unknown_dtype(__func__, dtype);
 }
 
@@ -37,25 +54,33 @@ void collgen__ref_store(collgen_dtype_t dtype, void *p, int64_t i, float f) {
   case COLLGEN_DTYPE_BF16: ((uint16_t *)p)[i] = collgen__f32_to_bf16(f); return;
   case COLLGEN_DTYPE_F16: ((uint16_t *)p)[i] = collgen__f32_to_f16(f); return;
   case COLLGEN_DTYPE_F32: ((float *)p)[i] = f; return;
+  default: break;
   }
+  reduce_bytes(__func__, dtype);
   unknown_dtype(__func__, dtype);
 }
 
 void collgen__ref_fill_random(collgen_dtype_t dtype, void *p, int64_t n, uint64_t *state) {
-  elem_bytes(__func__, dtype);
+  const size_t esize = elem_bytes(__func__, dtype);
+  const int bits = !collgen__dtype_reduces(dtype);
   uint64_t s = *state;
   for (int64_t i = 0; i < n; ++i) {
     s ^= s << 13;
     s ^= s >> 7;
     s ^= s << 17;
-    collgen__ref_store(dtype, p, i, (float)((s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f);
+    if (bits) { /* any bit pattern: the low esize bytes of the state */
+      uint8_t *e = (uint8_t *)p + (size_t)i * esize;
+      for (size_t b = 0; b < esize; ++b) e[b] = (uint8_t)(s >> (8 * b));
+    } else {
+      collgen__ref_store(dtype, p, i, (float)((s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f);
+    }
   }
   *state = s;
 }
 
 void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,
                             const void *const *in, void *out) {
-  elem_bytes(__func__, dtype);
+  reduce_bytes(__func__, dtype);
   for (int64_t i = 0; i < n; ++i) {
     volatile float acc = collgen__ref_load(dtype, in[0], i); /* no excess precision */
     for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, in[g], i);
@@ -111,7 +136,7 @@ void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
                                     const void *const *in, const void *gamma,
                                     float eps, float weight_offset,
                                     void *normed, void *residual) {
-  size_t esize = elem_bytes(__func__, dtype);
+  size_t esize = reduce_bytes(__func__, dtype);
   int64_t row = 0;
   for (int g = 0; g < group; ++g) {
     memcpy((char *)residual + (size_t)(row * cols) * esize, in[g],
@@ -137,7 +162,7 @@ void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, i
                                              const void *residual_in, const void *gamma,
                                              float eps, float weight_offset, void *normed,
                                              void *residual_out) {
-  elem_bytes(__func__, dtype);
+  reduce_bytes(__func__, dtype);
   add_residual(dtype, group, rows * cols, x, residual_in, residual_out);
   norm_rows(dtype, rows, cols, residual_out, gamma, eps, weight_offset, normed);
 }
@@ -173,7 +198,7 @@ void collgen__ref_allreduce_residual_rmsnorm_fp8(
     const void *residual_in, const void *gamma, float eps, float weight_offset,
     collgen_fp8_mode_t mode, float static_scale, uint8_t *q, float *row_scales,
     void *residual_out) {
-  elem_bytes(__func__, dtype);
+  reduce_bytes(__func__, dtype);
   add_residual(dtype, group, rows * cols, x, residual_in, residual_out);
   float *y = row_buffer(__func__, cols), unused = 0.0f;
   for (int64_t r = 0; r < rows; ++r) {
@@ -218,6 +243,8 @@ int collgen__ref_close(collgen_dtype_t dtype, double got, double exact) {
   case COLLGEN_DTYPE_BF16: bits = 7; break;
   case COLLGEN_DTYPE_F16: bits = 10; break;
   case COLLGEN_DTYPE_F32: bits = 23; ulps = 64; break;
+  default: /* copy-only: moved bits, compared exactly */
+    if (collgen__dtype_find(dtype) && !collgen__dtype_reduces(dtype)) return got == exact;
   }
   if (bits == 0) unknown_dtype(__func__, dtype);
   double mag = fabs(exact);

@@ -14,7 +14,8 @@ float collgen__ref_load(collgen_dtype_t dtype, const void *p, int64_t i);
 /* Stores f rounded once to `dtype` at element i. */
 void collgen__ref_store(collgen_dtype_t dtype, void *p, int64_t i, float f);
 
-/* Fills n elements with uniform values in [-1, 1) rounded to dtype, drawn
+/* Fills n elements with uniform values in [-1, 1) rounded to dtype (any
+** bit pattern for a copy-only dtype), drawn
 ** from the xorshift64 state *state (must not be 0); the caller owns the state,
 ** so it decides between fresh and reproducible data. */
 void collgen__ref_fill_random(collgen_dtype_t dtype, void *p, int64_t n, uint64_t *state);
@@ -103,6 +104,7 @@ double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
                                   int64_t r, int64_t cols, float eps);
 /* 1 if `got` (as stored in dtype) is within the kernels' error bound of
 ** the exact value: one output ulp for bf16/f16 (f32 math then one
-** rounding), 64 ulps for f32 (f32 accumulation over the row). */
+** rounding), 64 ulps for f32 (f32 accumulation over the row); equal for
+** a copy-only dtype. */
 int collgen__ref_close(collgen_dtype_t dtype, double got, double exact);
 #endif

@@ -40,8 +40,20 @@ int group_of(const bench_t *b) { return b->group ? b->group : b->n; }
 
 int esize_of(const bench_t *b) { return collgen__dtype_bytes(b->dt); }
 
+/* NCCL's type of a dtype; i16, which NCCL lacks, moves as float16 (bits). */
 ncclDataType_t nccl_type(collgen_dtype_t dt) {
-  return dt == COLLGEN_DTYPE_BF16 ? ncclBfloat16 : dt == COLLGEN_DTYPE_F16 ? ncclFloat16 : ncclFloat32;
+  switch (dt) {
+  case COLLGEN_DTYPE_BF16: return ncclBfloat16;
+  case COLLGEN_DTYPE_F16: return ncclFloat16;
+  case COLLGEN_DTYPE_F32: return ncclFloat32;
+  case COLLGEN_DTYPE_U8: return ncclUint8;
+  case COLLGEN_DTYPE_I8: return ncclInt8;
+  case COLLGEN_DTYPE_I16: return ncclFloat16;
+  case COLLGEN_DTYPE_I32: return ncclInt32;
+  case COLLGEN_DTYPE_I64: return ncclInt64;
+  case COLLGEN_DTYPE_F64: return ncclFloat64;
+  }
+  die("nccl_type", "unknown dtype");
 }
 
 void die(const char *what, const char *msg) {

@@ -18,21 +18,29 @@ import torch.distributed as dist
 from .. import communicator as _core
 from .._abi import lib
 from ..buffers import c_int_arg
-from ..catalog import DTYPES, FP8_MODES
+from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES
 from ..errors import check
 from ..unique_id import UniqueId
 
 __all__ = ["Communicator", "TORCH_DTYPES"]
 
-# torch's name of each catalog dtype that torch has;
+FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+
+# The one table of torch dtypes and the catalog dtype each is moved as.
+# torch.bool and float8 tensors are moved as u8 (their bytes), so a catalog
+# dtype may have several torch dtypes; TORCH_DTYPES gives each its first.
 # python/gpu_tests/test_torch_gpu.py checks that every catalog dtype is
 # here with the catalog's element size.
-TORCH_DTYPES = {name: td for name, td in
-                (("bf16", torch.bfloat16), ("f16", torch.float16), ("f32", torch.float32))
-                if name in DTYPES}
-_VALUE_OF = {td: DTYPES[name] for name, td in TORCH_DTYPES.items()}
-_NAME_OF = {td: name for name, td in TORCH_DTYPES.items()}
-FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+_TORCH_TABLE = ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32"),
+                (torch.uint8, "u8"), (torch.int8, "i8"), (torch.int16, "i16"),
+                (torch.int32, "i32"), (torch.int64, "i64"), (torch.float64, "f64"),
+                (torch.bool, "u8"), (FP8_DTYPE, "u8"))
+_NAME_OF = {td: name for td, name in _TORCH_TABLE if td is not None and name in DTYPES}
+TORCH_DTYPES = {}
+for _td, _name in _NAME_OF.items():
+    TORCH_DTYPES.setdefault(_name, _td)
+# The torch dtypes the ops that compute on elements take (not copy-only).
+_VALUE_OF = {td: DTYPES[name] for td, name in _NAME_OF.items() if name not in COPY_ONLY_DTYPES}
 
 # The current stream as an int, without making a torch.cuda.Stream object
 # (about 2 us of each eager call otherwise); the public call where absent.
@@ -196,7 +204,7 @@ class Communicator:
         """Registers a CUDA tensor's memory for zero-copy reads by the peers
         (one process per GPU; collective: every rank, same order, same size).
         Returns a collgen.Registration."""
-        self._tensor(tensor, "tensor", dtype=None)
+        self._tensor(tensor, "tensor", dtype=None, bits=True)
         reg = self._core.register(tensor.data_ptr(), tensor.numel() * tensor.element_size())
         reg.tensor = tensor
         return reg
@@ -219,8 +227,11 @@ class Communicator:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
                             f"not {dtype}") from None
 
-    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False):
-        """Checks one tensor; returns its catalog dtype value."""
+    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False):
+        """Checks one tensor; returns its catalog dtype value. A copy-only
+        dtype (an integer, bool, float8 or f64 tensor) only with ``bits``
+        (an op that moves bits, or memory as such): the ops that compute on
+        elements refuse it here, naming the argument."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
         if device is None:
@@ -237,11 +248,15 @@ class Communicator:
             raise ValueError(f"{argument} has shape {tuple(t.shape)}, expected {tuple(shape)}")
         if any_dtype:
             return None
-        try:
-            return _VALUE_OF[t.dtype]
-        except KeyError:
+        name = _NAME_OF.get(t.dtype)
+        if name is None:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
-                            f"not {t.dtype}") from None
+                            f"not {t.dtype}")
+        if name in COPY_ONLY_DTYPES and not bits:
+            raise TypeError(f"{argument} has dtype {t.dtype}, which collgen only moves as bits "
+                            f"({name} is a copy-only dtype); this op computes on elements: it "
+                            f"takes {', '.join(map(str, _VALUE_OF))}")
+        return DTYPES[name]
 
     def _norm_input(self, x, argument):
         dt = self._tensor(x, argument, None)
