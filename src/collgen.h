@@ -180,24 +180,52 @@ typedef enum {
 #undef COLLGEN_FP8_ENUM_ENTRY
 } collgen_fp8_mode_t;
 
-/* The shape of one collective call, as the planner sees it. */
+/* The shape of one collective call, as the planner sees it, described once:
+** X(C type, name, array bound, kind, lo, hi, default, "comment"), in the
+** struct's (ABI) order. The struct below, collgen_shape_init's defaults and
+** both directions of the planner bridge (src/lua_host.c: the shape pushed to
+** gen/planner.lua, a variant's shape read back) follow from these rows;
+** python/tests/test_header.py expands them to check the package's struct.
+** `kind` says how the field crosses into Lua:
+**   OP, DTYPE, FP8  an enum, as its catalog name (COLLGEN_*_MAP's id);
+**   INT, INT64      an integer; read back only within [lo, hi];
+**   GROUP           INT, but 0 is pushed as ngpus (one group of all ranks);
+**   BOOL            an int that is 0 or 1, as a Lua boolean;
+**   ARCH            a string in a char array ("" is pushed as the default).
+** `default` is collgen_shape_init's value: an expression that may use `op`
+** (its argument) and `min_rank` (that op's minimum tensor rank). lo and hi
+** matter only to INT, INT64 and GROUP (COLLGEN_MAX_BLOCKS: src/device_abi.h,
+** 256). A new field is one row here (plus the package's ctypes struct,
+** python/collgen/_abi.py, which the header test checks against this). */
+#define COLLGEN_SHAPE_FIELDS(X)                                                \
+  X(collgen_op_t, op, , OP, 0, 0, op, "the operation")                         \
+  X(collgen_dtype_t, dtype, , DTYPE, 0, 0, COLLGEN_DTYPE_BF16, "element type") \
+  X(int, ngpus, , INT, 1, COLLGEN_MAX_DEVICES, 2, "ranks in the communicator, 1..8") \
+  X(int, group_size, , GROUP, 1, COLLGEN_MAX_DEVICES, 0,                       \
+    "ranks per group; 0 means one group of all ngpus")                         \
+  X(int, tensor_rank, , INT, 1, 8, min_rank,                                   \
+    "1..8; tensors are flattened, so it is only checked")                      \
+  X(int64_t, elems, , INT64, 0, INT64_MAX, 1, "allreduce_sum: elements per rank") \
+  X(int64_t, rows, , INT64, 0, INT64_MAX, 1,                                   \
+    "allgather_rmsnorm: gathered rows (sum of shards); "                       \
+    "allreduce_residual_rmsnorm: rows per rank")                               \
+  X(int64_t, cols, , INT64, 0, INT64_MAX, 4096, "the RMSNorm ops: columns")    \
+  X(int, aligned16, , BOOL, 0, 1, 1,                                           \
+    "1 if every pointer of the call is 16-byte aligned")                       \
+  X(int, inplace, , BOOL, 0, 1, 0,                                             \
+    "allreduce_sum: 1 if outputs alias inputs (the other ops' kernels are "    \
+    "the same either way)")                                                    \
+  X(collgen_fp8_mode_t, fp8, , FP8, 0, 0, COLLGEN_FP8_NONE,                    \
+    "allreduce_residual_rmsnorm: how normed is written (COLLGEN_FP8_*); "      \
+    "COLLGEN_FP8_NONE for the other ops")                                      \
+  X(int, max_blocks, , INT, 0, COLLGEN_MAX_BLOCKS, 0,                          \
+    "grid cap, 0 = planner default (at most 256)")                             \
+  X(char, arch, [16], ARCH, 0, 0, "sm_90", "target, e.g. \"sm_90\" (empty = \"sm_90\")")
+
 typedef struct collgen_shape {
-  collgen_op_t op;
-  collgen_dtype_t dtype;
-  int ngpus;        /* ranks in the communicator, 1..8 */
-  int group_size;   /* ranks per group; 0 means one group of all ngpus */
-  int tensor_rank;  /* 1..8; tensors are flattened, so it is only checked */
-  int64_t elems;    /* allreduce_sum: elements per rank */
-  int64_t rows;     /* allgather_rmsnorm: gathered rows (sum of shards);
-                       allreduce_residual_rmsnorm: rows per rank */
-  int64_t cols;     /* the RMSNorm ops: columns */
-  int aligned16;    /* 1 if every pointer of the call is 16-byte aligned */
-  int inplace;      /* allreduce_sum: 1 if outputs alias inputs (the other
-                       ops' kernels are the same either way) */
-  collgen_fp8_mode_t fp8; /* allreduce_residual_rmsnorm: how normed is written
-                       (COLLGEN_FP8_*); COLLGEN_FP8_NONE for the other ops */
-  int max_blocks;   /* grid cap, 0 = planner default (at most 256) */
-  char arch[16];    /* target, e.g. "sm_90" (empty = "sm_90") */
+#define COLLGEN_SHAPE_MEMBER(type, name, bound, kind, lo, hi, dflt, doc) type name bound;
+  COLLGEN_SHAPE_FIELDS(COLLGEN_SHAPE_MEMBER)
+#undef COLLGEN_SHAPE_MEMBER
 } collgen_shape_t;
 
 /* Fills a shape with defaults: bf16 allreduce, 2 ranks, 1 element. */

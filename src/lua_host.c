@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <lua.h>
 #include <lualib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,34 +867,198 @@ const uint8_t *collgen__lua_bundle_hash(const collgen__lua *h) {
   return h->bundle_hash;
 }
 
-static void push_shape(lua_State *L, const collgen_shape_t *s) {
-  lua_createtable(L, 0, 13);
-  lua_pushstring(L, collgen__op_name(s->op));
-  lua_setfield(L, -2, "op");
-  lua_pushstring(L, collgen__dtype_name(s->dtype));
-  lua_setfield(L, -2, "dtype");
-  lua_pushinteger(L, s->ngpus);
-  lua_setfield(L, -2, "ngpus");
-  lua_pushinteger(L, s->group_size ? s->group_size : s->ngpus);
-  lua_setfield(L, -2, "group_size");
-  lua_pushinteger(L, s->tensor_rank);
-  lua_setfield(L, -2, "tensor_rank");
-  lua_pushinteger(L, s->elems);
-  lua_setfield(L, -2, "elems");
-  lua_pushinteger(L, s->rows);
-  lua_setfield(L, -2, "rows");
-  lua_pushinteger(L, s->cols);
-  lua_setfield(L, -2, "cols");
-  lua_pushboolean(L, s->aligned16);
-  lua_setfield(L, -2, "aligned16");
-  lua_pushboolean(L, s->inplace);
-  lua_setfield(L, -2, "inplace");
-  lua_pushstring(L, collgen__fp8_name(s->fp8));
-  lua_setfield(L, -2, "fp8");
-  lua_pushinteger(L, s->max_blocks);
-  lua_setfield(L, -2, "max_blocks");
-  lua_pushstring(L, s->arch[0] ? s->arch : "sm_90");
-  lua_setfield(L, -2, "arch");
+/* ---- The shape bridge: collgen_shape_t <-> the planner's shape table ----
+** Both directions follow COLLGEN_SHAPE_FIELDS (src/collgen.h): one row, one
+** key of the table, converted by its kind. */
+
+typedef enum {
+  KIND_OP, KIND_DTYPE, KIND_FP8, KIND_INT, KIND_INT64, KIND_GROUP, KIND_BOOL, KIND_ARCH
+} shape_kind;
+
+typedef struct {
+  const char *name;     /* the field, also its key in the Lua table */
+  shape_kind kind;
+  size_t offset, size;  /* within collgen_shape_t */
+  int64_t lo, hi;       /* INT, INT64, GROUP: the range read back */
+} shape_field;
+
+/* Each row's C type has the size its kind is read and written with. */
+#define CHECK_SHAPE_ROW(type, name, bound, kind, lo, hi, dflt, doc)                    \
+  _Static_assert(KIND_##kind == KIND_ARCH                                              \
+                     ? sizeof(type) == 1 && sizeof(type bound) > 1                     \
+                     : sizeof(type bound) == (KIND_##kind == KIND_INT64 ? sizeof(int64_t) \
+                                                                         : sizeof(int)), \
+                 "collgen_shape_t." #name ": the C type does not fit the kind " #kind);
+COLLGEN_SHAPE_FIELDS(CHECK_SHAPE_ROW)
+#undef CHECK_SHAPE_ROW
+
+static const shape_field shape_fields[] = {
+#define SHAPE_ROW(type, name, bound, kind, lo, hi, dflt, doc) \
+  {#name, KIND_##kind, offsetof(collgen_shape_t, name), sizeof(type bound), lo, hi},
+    COLLGEN_SHAPE_FIELDS(SHAPE_ROW)
+#undef SHAPE_ROW
+};
+#define SHAPE_FIELD_COUNT (sizeof shape_fields / sizeof shape_fields[0])
+
+/* The integer value of field f of *s (INT64 as int64_t, the rest as int). */
+static int64_t get_integer(const collgen_shape_t *s, const shape_field *f) {
+  const char *p = (const char *)s + f->offset;
+  if (f->kind == KIND_INT64) {
+    int64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  }
+  int v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* Stores v (within the field's range) into field f of *s. */
+static void set_integer(collgen_shape_t *s, const shape_field *f, int64_t v) {
+  char *p = (char *)s + f->offset;
+  if (f->kind == KIND_INT64) {
+    memcpy(p, &v, sizeof v);
+  } else {
+    int x = (int)v;
+    memcpy(p, &x, sizeof x);
+  }
+}
+
+/* What an enum kind is called in messages. */
+static const char *enum_noun(shape_kind k) {
+  return k == KIND_OP ? "op" : k == KIND_DTYPE ? "dtype" : "fp8 mode";
+}
+
+/* The catalog name of value v of an enum kind; NULL when the catalog has none. */
+static const char *enum_name(shape_kind k, int v) {
+  if (k == KIND_OP)
+    return collgen__op_find((collgen_op_t)v) ? collgen__op_name((collgen_op_t)v) : NULL;
+  if (k == KIND_DTYPE)
+    return collgen__dtype_find((collgen_dtype_t)v) ? collgen__dtype_name((collgen_dtype_t)v)
+                                                    : NULL;
+  return collgen__fp8_find((collgen_fp8_mode_t)v) ? collgen__fp8_name((collgen_fp8_mode_t)v)
+                                                   : NULL;
+}
+
+/* The value of catalog name s of an enum kind into *v; -1 when unknown. */
+static int enum_parse(shape_kind k, const char *s, int *v) {
+  int rc = -1;
+  if (k == KIND_OP) {
+    collgen_op_t x;
+    if ((rc = collgen__parse_op(s, &x)) == 0) *v = (int)x;
+  } else if (k == KIND_DTYPE) {
+    collgen_dtype_t x;
+    if ((rc = collgen__parse_dtype(s, &x)) == 0) *v = (int)x;
+  } else {
+    collgen_fp8_mode_t x;
+    if ((rc = collgen__parse_fp8(s, &x)) == 0) *v = (int)x;
+  }
+  return rc;
+}
+
+/* Pushes *s as gen/planner.lua reads a shape: one key per row, group_size
+** resolved (0 = ngpus) and an empty arch as its default. An enum value the
+** catalog lacks ("unknown dtype 9") pushes nothing and returns -1. */
+static int push_shape(lua_State *L, const collgen_shape_t *s, char *err, size_t n) {
+  collgen_shape_t dflt;
+  collgen_shape_init(&dflt, s->op);
+  lua_createtable(L, 0, (int)SHAPE_FIELD_COUNT);
+  for (size_t i = 0; i < SHAPE_FIELD_COUNT; ++i) {
+    const shape_field *f = &shape_fields[i];
+    int64_t v = f->kind == KIND_ARCH ? 0 : get_integer(s, f);
+    switch (f->kind) {
+      case KIND_OP:
+      case KIND_DTYPE:
+      case KIND_FP8: {
+        const char *name = enum_name(f->kind, (int)v);
+        if (!name) {
+          lua_pop(L, 1);
+          return collgen__fail(err, n, -1, "unknown %s %d", enum_noun(f->kind), (int)v);
+        }
+        lua_pushstring(L, name);
+        break;
+      }
+      case KIND_GROUP: lua_pushinteger(L, v ? v : s->ngpus); break;
+      case KIND_BOOL: lua_pushboolean(L, v != 0); break;
+      case KIND_ARCH: {
+        const char *a = (const char *)s + f->offset;
+        if (!a[0]) a = (const char *)&dflt + f->offset;
+        const char *end = memchr(a, 0, f->size); /* the caller's may lack a NUL */
+        lua_pushlstring(L, a, end ? (size_t)(end - a) : f->size);
+        break;
+      }
+      default: lua_pushinteger(L, v);
+    }
+    lua_setfield(L, -2, f->name);
+  }
+  return 0;
+}
+
+/* Copies the string at stack top (field k of table `table`, for the
+** message) into dst[n]; a non-string or one that does not fit is an error,
+** never a truncation. Leaves the stack as it was. */
+static int copy_top_string(lua_State *L, const char *table, const char *k, char *dst, size_t n,
+                           char *err, size_t errn) {
+  size_t len = 0;
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+  if (v && len < n && strlen(v) == len) {
+    memcpy(dst, v, len + 1);
+    return 0;
+  }
+  return collgen__fail(err, errn, -1, "planner: %s field '%s' is %s (at most %zu bytes fit)",
+                       table, k, !v ? "missing" : len < n ? "not a C string" : "too long", n - 1);
+}
+
+/* Reads the integer at stack top (field k of `table`) into *v when it is
+** an integer in [lo, hi]; else writes a message and returns -1. */
+static int top_integer(lua_State *L, const char *table, const char *k, int64_t lo, int64_t hi,
+                       int64_t *v, char *err, size_t n) {
+  int isnum = 0;
+  lua_Integer x = lua_tointegerx(L, -1, &isnum);
+  if (!isnum || x < lo || x > hi)
+    return collgen__fail(err, n, -1, "planner: %s field '%s' is not an integer in "
+                         "[%lld, %lld]", table, k, (long long)lo, (long long)hi);
+  *v = (int64_t)x;
+  return 0;
+}
+
+/* Reads the shape table at stack top into *s, one key per row: an enum by
+** catalog name, an integer within its row's range, a boolean, an arch that
+** fits. A value of another type, out of range or too long is refused with
+** a message naming the field, never truncated; returns -1 then. */
+static int read_shape(lua_State *L, collgen_shape_t *s, char *err, size_t n) {
+  memset(s, 0, sizeof *s); /* padding too: shapes are compared as bytes */
+  for (size_t i = 0; i < SHAPE_FIELD_COUNT; ++i) {
+    const shape_field *f = &shape_fields[i];
+    lua_getfield(L, -1, f->name);
+    int bad = 0, e = 0;
+    int64_t v = 0;
+    switch (f->kind) {
+      case KIND_OP:
+      case KIND_DTYPE:
+      case KIND_FP8: {
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!name || enum_parse(f->kind, name, &e) != 0)
+          bad = collgen__fail(err, n, -1, "planner: shape field '%s' is not a known %s",
+                              f->name, enum_noun(f->kind));
+        v = e;
+        break;
+      }
+      case KIND_BOOL:
+        if (!lua_isboolean(L, -1))
+          bad = collgen__fail(err, n, -1, "planner: shape field '%s' is not a boolean", f->name);
+        v = lua_toboolean(L, -1);
+        break;
+      case KIND_ARCH:
+        bad = copy_top_string(L, "shape", f->name, (char *)s + f->offset, f->size, err, n);
+        break;
+      default: bad = top_integer(L, "shape", f->name, f->lo, f->hi, &v, err, n);
+    }
+    lua_pop(L, 1);
+    if (bad) return -1;
+    if (f->kind != KIND_ARCH) set_integer(s, f, v);
+  }
+  return 0;
 }
 
 /* Pushes main[fn] (a function) onto the stack. */
@@ -922,14 +1087,11 @@ static int planner_call(collgen__lua *h, char *err, size_t n) {
 ** than its refusals, such as a broken COLLGEN_TEMPLATE_DIR tree). */
 static int plan_to_stack(collgen__lua *h, const collgen_shape_t *shape,
                          char *err, size_t n) {
-  if (!collgen__op_find(shape->op))
-    return collgen__fail(err, n, CALL_ERROR, "unknown op %d", (int)shape->op);
-  if (!collgen__dtype_find(shape->dtype))
-    return collgen__fail(err, n, CALL_ERROR, "unknown dtype %d", (int)shape->dtype);
-  if (!collgen__fp8_find(shape->fp8))
-    return collgen__fail(err, n, CALL_ERROR, "unknown fp8 mode %d", (int)shape->fp8);
   push_main_fn(h, "plan");
-  push_shape(h->L, shape);
+  if (push_shape(h->L, shape, err, n) != 0) {
+    lua_pop(h->L, 1);
+    return CALL_ERROR;
+  }
   return planner_call(h, err, n);
 }
 
@@ -940,19 +1102,22 @@ static int plan_status(int call) {
   return call == CALL_ERROR ? COLLGEN_ERR_INVALID_ARG : COLLGEN_ERR_TEMPLATE;
 }
 
-/* Reads integer field k of the table at stack top into *v when it is an
+static int str_field(lua_State *L, const char *k, char *dst, size_t n, char *err,
+                     size_t errn) {
+  lua_getfield(L, -1, k);
+  int rc = copy_top_string(L, "spec", k, dst, n, err, errn);
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* Reads integer field k of the spec at stack top into *v when it is an
 ** integer in [lo, hi]; else writes a message and returns -1. */
 static int int_field(lua_State *L, const char *k, int64_t lo, int64_t hi, int64_t *v,
                      char *err, size_t n) {
   lua_getfield(L, -1, k);
-  int isnum = 0;
-  lua_Integer x = lua_tointegerx(L, -1, &isnum);
+  int rc = top_integer(L, "spec", k, lo, hi, v, err, n);
   lua_pop(L, 1);
-  if (!isnum || x < lo || x > hi)
-    return collgen__fail(err, n, -1, "planner: spec field '%s' is not an integer in "
-                         "[%lld, %lld]", k, (long long)lo, (long long)hi);
-  *v = (int64_t)x;
-  return 0;
+  return rc;
 }
 
 static int int_field_i(lua_State *L, const char *k, int lo, int hi, int *v, char *err,
@@ -961,29 +1126,6 @@ static int int_field_i(lua_State *L, const char *k, int lo, int hi, int *v, char
   if (int_field(L, k, lo, hi, &x, err, n) != 0) return -1;
   *v = (int)x;
   return 0;
-}
-
-/* Copies the string at stack top (what = its name, for the message) into
-** dst[n]; a non-string or one that does not fit is an error, never a
-** truncation. Leaves the stack as it was. */
-static int copy_top_string(lua_State *L, const char *what, char *dst, size_t n, char *err,
-                           size_t errn) {
-  size_t len = 0;
-  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-  if (v && len < n) {
-    memcpy(dst, v, len + 1);
-    return 0;
-  }
-  return collgen__fail(err, errn, -1, "planner: spec field '%s' is %s (at most %zu bytes fit)",
-                       what, v ? "too long" : "missing", n - 1);
-}
-
-static int str_field(lua_State *L, const char *k, char *dst, size_t n, char *err,
-                     size_t errn) {
-  lua_getfield(L, -1, k);
-  int rc = copy_top_string(L, k, dst, n, err, errn);
-  lua_pop(L, 1);
-  return rc;
 }
 
 int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
@@ -1009,7 +1151,7 @@ int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
   push_main_fn(h, "canonical");
   lua_insert(L, -2);
   if (protected_call(h, 1, 1, err, n) != CALL_OK) return COLLGEN_ERR_TEMPLATE;
-  bad = copy_top_string(L, "canonical", plan->canonical, sizeof plan->canonical, err, n);
+  bad = copy_top_string(L, "spec", "canonical", plan->canonical, sizeof plan->canonical, err, n);
   lua_pop(L, 1);
   return bad ? COLLGEN_ERR_TEMPLATE : COLLGEN_OK;
 }
@@ -1106,43 +1248,16 @@ static void push_class(lua_State *L, const collgen_shape_class_t *c) {
   }
 }
 
-/* Reads boolean field k of the table at stack top. */
-static int bool_field(lua_State *L, const char *k) {
-  lua_getfield(L, -1, k);
-  int v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* Fills *s from the variant at stack top ({shape, spec, canonical}): the
-** class fields from `c`, the call fields from variant.shape. */
-static int read_variant(lua_State *L, const collgen_shape_class_t *c, collgen_shape_t *s,
-                        char *err, size_t n) {
-  collgen_shape_init(s, c->op);
-  s->dtype = c->dtype;
-  s->ngpus = c->ngpus;
-  snprintf(s->arch, sizeof s->arch, "%s", c->arch[0] ? c->arch : "sm_90");
+/* Fills *s from the variant at stack top ({shape, spec, canonical}): every
+** field from variant.shape (the planner copies the class's own fields). */
+static int read_variant(lua_State *L, collgen_shape_t *s, char *err, size_t n) {
   if (lua_getfield(L, -1, "shape") != LUA_TTABLE) {
     lua_pop(L, 1);
     return collgen__fail(err, n, -1, "planner: a variant has no shape");
   }
-  int bad = int_field_i(L, "group_size", 1, COLLGEN_MAX_DEVICES, &s->group_size, err, n) ||
-            int_field_i(L, "tensor_rank", 1, 8, &s->tensor_rank, err, n) ||
-            int_field_i(L, "max_blocks", 0, COLLGEN_MAX_BLOCKS, &s->max_blocks, err, n) ||
-            int_field(L, "elems", 0, INT64_MAX, &s->elems, err, n) ||
-            int_field(L, "rows", 0, INT64_MAX, &s->rows, err, n) ||
-            int_field(L, "cols", 0, INT64_MAX, &s->cols, err, n);
-  s->aligned16 = bool_field(L, "aligned16");
-  s->inplace = bool_field(L, "inplace");
-  if (!bad) {
-    lua_getfield(L, -1, "fp8");
-    const char *fp8 = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (collgen__parse_fp8(fp8, &s->fp8) != 0)
-      bad = collgen__fail(err, n, -1, "planner: a variant has no known fp8 mode");
-    lua_pop(L, 1);
-  }
+  int bad = read_shape(L, s, err, n);
   lua_pop(L, 1);
-  return bad ? -1 : 0;
+  return bad;
 }
 
 int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
@@ -1177,7 +1292,7 @@ int collgen__lua_variants(collgen__lua *h, const collgen_shape_class_t *cls,
     if (!lua_istable(L, -1))
       rc = collgen__fail(err, n, COLLGEN_ERR_TEMPLATE, "planner: variant %d is not a table",
                          (int)i);
-    else if (read_variant(L, cls, &out[i - 1], err, n) != 0)
+    else if (read_variant(L, &out[i - 1], err, n) != 0)
       rc = COLLGEN_ERR_TEMPLATE;
     lua_pop(L, 1);
   }

@@ -8,19 +8,25 @@
 #include "internal.h"
 #include "shape.h"
 
+/* The default of a field of each kind (COLLGEN_SHAPE_FIELDS). */
+#define SET_SCALAR(f, v) (f) = (v)
+#define SET_DEFAULT_OP SET_SCALAR
+#define SET_DEFAULT_DTYPE SET_SCALAR
+#define SET_DEFAULT_FP8 SET_SCALAR
+#define SET_DEFAULT_INT SET_SCALAR
+#define SET_DEFAULT_INT64 SET_SCALAR
+#define SET_DEFAULT_GROUP SET_SCALAR
+#define SET_DEFAULT_BOOL SET_SCALAR
+#define SET_DEFAULT_ARCH(f, v) snprintf((f), sizeof(f), "%s", (v))
+
 void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op) {
   memset(shape, 0, sizeof *shape);
-  shape->op = op;
-  shape->dtype = COLLGEN_DTYPE_BF16;
-  shape->ngpus = 2;
-  shape->group_size = 0;
   const collgen__op_desc *d = collgen__op_find(op);
-  shape->tensor_rank = d ? d->min_rank : 1;
-  shape->elems = 1;
-  shape->rows = 1;
-  shape->cols = 4096;
-  shape->aligned16 = 1;
-  snprintf(shape->arch, sizeof shape->arch, "sm_90");
+  const int min_rank = d ? d->min_rank : 1;
+#define SET_DEFAULT(type, name, bound, kind, lo, hi, dflt, doc) \
+  SET_DEFAULT_##kind(shape->name, dflt);
+  COLLGEN_SHAPE_FIELDS(SET_DEFAULT)
+#undef SET_DEFAULT
 }
 
 int collgen__shape_product(const int64_t *dims, int lo, int hi, int64_t *out) {

@@ -167,6 +167,132 @@ Test(template, planner_lua_error_is_a_template_error) {
   tu_remove_tree(tree);
 }
 
+/* Patches gen/main.lua so that variants() hands back, as its one variant,
+** a copy of the last shape plan() was given (the C->Lua direction), with
+** the field override BAD[class.ngpus] when there is one. */
+static void echo_tree(void) {
+  copy_tree();
+  tree_insert("gen/main.lua", 0, "function M.variants(",
+              "local plan0, last = M.plan, nil\n"
+              "M.plan = function(s) last = s; return plan0(s) end\n"
+              "local BAD = { {'tensor_rank', 9}, {'max_blocks', 257},\n"
+              "  {'group_size', (1 << 32) + 4}, {'elems', -1}, {'aligned16', 1},\n"
+              "  {'arch', 'sm_90_and_far_too_long'},\n"
+              "  {'fp8', 'e5m2'}, {'cols', 1.5}, {'inplace', nil}, {'op', 7} }\n"
+              "M.variants = function(c)\n"
+              "  local s = {}\n"
+              "  for k, v in pairs(last) do s[k] = v end\n"
+              "  local b = BAD[c.ngpus]\n"
+              "  if b then s[b[1]] = b[2] end\n"
+              "  return { { shape = s } }\n"
+              "end");
+}
+
+/* A generator on an echo_tree whose last plan() was of *s. */
+static collgen_generator_t *echo_generator(const collgen_shape_t *s) {
+  echo_tree();
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
+  collgen_plan_t plan;
+  cr_assert_eq(collgen_plan(g, s, &plan), COLLGEN_OK, "%s", collgen_generator_last_error(g));
+  return g;
+}
+
+/* The variants of an echo_tree generator for a class of `ngpus`. */
+static int echo_variants(collgen_generator_t *g, int ngpus, collgen_shape_t **shapes,
+                         int *count) {
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_ALLREDUCE_SUM;
+  cls.dtype = COLLGEN_DTYPE_BF16;
+  cls.ngpus = ngpus;
+  return collgen_plan_variants(g, &cls, shapes, count);
+}
+
+/* A shape whose every field differs from collgen_shape_init's default. */
+static collgen_shape_t odd_shape(void) {
+  collgen_shape_t s, d;
+  collgen_shape_init(&d, COLLGEN_OP_ALLREDUCE_SUM);
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.dtype = COLLGEN_DTYPE_F16;
+  s.ngpus = 8;
+  s.group_size = 4;
+  s.tensor_rank = 3;
+  s.elems = ((int64_t)1 << 33) + 5; /* past 32 bits: a truncation shows */
+  s.rows = 777;
+  s.cols = 2056;
+  s.aligned16 = 0;
+  s.inplace = 1;
+  s.fp8 = COLLGEN_FP8_DYNAMIC;
+  s.max_blocks = 17;
+  snprintf(s.arch, sizeof s.arch, "sm_89");
+#define DIFFERS(type, name, bound, kind, lo, hi, dflt, doc) \
+  cr_assert(memcmp(&s.name, &d.name, sizeof s.name) != 0,         \
+            "odd_shape leaves " #name " at its default");
+  COLLGEN_SHAPE_FIELDS(DIFFERS)
+#undef DIFFERS
+  return s;
+}
+
+/* Every field of collgen_shape_t (COLLGEN_SHAPE_FIELDS) crosses into the
+** planner and back unchanged: a field the bridge drops, misreads or
+** truncates fails here, and so does a new field odd_shape does not set. */
+Test(template, shape_bridge_round_trips_every_field) {
+  collgen_shape_t s = odd_shape();
+  collgen_generator_t *g = echo_generator(&s);
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(echo_variants(g, 0, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(g));
+  cr_assert_eq(count, 1);
+#define SAME(type, name, bound, kind, lo, hi, dflt, doc) \
+  cr_expect(memcmp(&shapes[0].name, &s.name, sizeof s.name) == 0, #name " changed on the way");
+  COLLGEN_SHAPE_FIELDS(SAME)
+#undef SAME
+  cr_expect(memcmp(&shapes[0], &s, sizeof s) == 0, "the shapes differ in padding");
+  free(shapes);
+  /* group_size 0 crosses as ngpus; an empty arch as its default */
+  s.group_size = 0;
+  s.arch[0] = 0;
+  collgen_plan_t plan;
+  cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_OK, "%s", collgen_generator_last_error(g));
+  cr_assert_eq(echo_variants(g, 0, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(g));
+  cr_expect_eq(shapes[0].group_size, 8);
+  cr_expect_str_eq(shapes[0].arch, "sm_90");
+  free(shapes);
+  /* an enum value the catalog lacks never reaches the planner */
+  s.fp8 = (collgen_fp8_mode_t)7;
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(g), "unknown fp8 mode 7"), "%s",
+            collgen_generator_last_error(g));
+  collgen_generator_destroy(g);
+  tu_remove_tree(tree);
+}
+
+/* A variant's shape field out of its range, of the wrong type, too long
+** or missing is refused (COLLGEN_ERR_TEMPLATE: the generator's fault) with
+** a message naming the field, never truncated or defaulted. */
+Test(template, shape_bridge_refuses_a_bad_variant_field) {
+  collgen_shape_t s = odd_shape();
+  collgen_generator_t *g = echo_generator(&s);
+  static const char *const field[] = {"tensor_rank", "max_blocks", "group_size", "elems",
+                                      "aligned16", "arch", "fp8", "cols", "inplace", "op"};
+  for (int i = 0; i < (int)(sizeof field / sizeof field[0]); ++i) {
+    collgen_shape_t *shapes = (collgen_shape_t *)&s;
+    int count = -1;
+    cr_expect_eq(echo_variants(g, i + 1, &shapes, &count), COLLGEN_ERR_TEMPLATE, "%s",
+                 field[i]);
+    cr_expect(shapes == NULL && count == 0, "%s: a half-read list came back", field[i]);
+    char want[64];
+    snprintf(want, sizeof want, "shape field '%s'", field[i]);
+    cr_expect(strstr(collgen_generator_last_error(g), want), "%s: %s", field[i],
+              collgen_generator_last_error(g));
+  }
+  collgen_generator_destroy(g);
+  tu_remove_tree(tree);
+}
+
 Test(template, undefined_variable_names_file_and_line) {
   broken_tree("allgather_rmsnorm.cu.tpl", 20, "int x = ${no_such_thing};");
   collgen_shape_t s;

@@ -18,7 +18,7 @@ _ARCH = c_char * 16
 
 
 class Shape(ctypes.Structure):
-    """collgen_shape_t"""
+    """collgen_shape_t: the rows of COLLGEN_SHAPE_FIELDS in collgen.h"""
     _fields_ = [("op", c_int), ("dtype", c_int), ("ngpus", c_int), ("group_size", c_int),
                 ("tensor_rank", c_int), ("elems", c_int64), ("rows", c_int64),
                 ("cols", c_int64), ("aligned16", c_int), ("inplace", c_int), ("fp8", c_int),

@@ -2,7 +2,8 @@
 bound function's return and argument types, every public struct's fields
 (names, order, types, array bounds) and the two callback typedefs. The
 header is parsed here (comments stripped, bounds resolved through its
-#defines); the checker is itself tested on wrong declarations."""
+#defines, a struct declared by a field list such as COLLGEN_SHAPE_FIELDS
+expanded from its rows); the checker is itself tested on wrong declarations."""
 
 import ast
 import ctypes
@@ -50,7 +51,17 @@ class Header:
                 self.defines[m.group(1)] = _constant(m.group(2), self.defines)
             except (KeyError, ValueError, SyntaxError):
                 pass
+        # Field lists (#define NAME(X) X(type, name, bound, ...) ...): a struct
+        # body of NAME(MEMBER) declares "type name bound;" per row.
+        self.field_lists = {}
+        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\((\w+)\)\s*(.*)$", text, flags=re.M):
+            rows = re.findall(r"\b%s\(\s*([^,]+?)\s*,\s*(\w+)\s*,\s*([^,]*?)\s*," % m.group(2),
+                              m.group(3))
+            if rows and m.group(1).endswith("_FIELDS"):
+                self.field_lists[m.group(1)] = "".join(f"{t} {n}{b};" for t, n, b in rows)
         code = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
+        for name, members in self.field_lists.items():
+            code = re.sub(r"\b%s\(\s*\w+\s*\)" % name, lambda _: members, code)
         self.enums = set(re.findall(r"typedef\s+enum\s*\{[^}]*\}\s*(\w+)\s*;", code))
         self.opaque = set(re.findall(r"typedef\s+struct\s+\w+\s+(\w+)\s*;", code))
         self.pointers = set(re.findall(r"typedef\s+struct\s+\w+\s*\*\s*(\w+)\s*;", code))
@@ -214,6 +225,9 @@ def test_parser_reads_the_whole_header(header):
     assert set(_abi.STRUCTS) <= set(header.structs)
     assert {"collgen_op_t", "collgen_dtype_t", "collgen_fp8_mode_t", "collgen_transport_t",
             "collgen_rank_state_t", "collgen_status_t"} <= header.enums
+    assert header.structs["collgen_shape_t"][:3] == [
+        ("op", ctypes.c_int), ("dtype", ctypes.c_int), ("ngpus", ctypes.c_int)]
+    assert header.structs["collgen_shape_t"][-1] == ("arch", ("array", 16, ctypes.c_char))
     assert header.structs["collgen_plan_t"][3:8] == [(n, ctypes.c_int) for n in
                                                      ("group", "vec", "block", "grid", "items")]
 
@@ -257,6 +271,10 @@ def test_checker_finds_wrong_declarations(header):
         _fields_ = [(n, ctypes.c_char * 16 * 8 * 8 if n == "p2p" else t)
                     for n, t in _abi.CommInfo._fields_]
 
+    class Shape(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_int64 if n == "max_blocks" else t)
+                    for n, t in _abi.Shape._fields_]
+
     bad = {"collgen_comm_health_t": Health, "collgen_comm_options_t": Options,
-           "collgen_comm_info_t": Info, "collgen_nope_t": _abi.Plan}
+           "collgen_comm_info_t": Info, "collgen_shape_t": Shape, "collgen_nope_t": _abi.Plan}
     assert [m.split(":")[0] for m in struct_mismatches(header, bad)] == list(bad)
