@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "escape.h"
+#include "generator.h"
 #include "internal.h"
 
 /* The help, with the catalog's names. */
