@@ -1,6 +1,6 @@
--- Entry point of the Lua side of the generator, called from src/lua_host.c.
+-- Entry point of the Lua side of the generator, called from gen/lua_host.c.
 -- `import`, `read_source`, `compile_chunk` and the `catalog` table (ops,
--- dtypes, archs, device limits and struct layouts: src/lua_catalog.h) come
+-- dtypes, archs, device limits and struct layouts: gen/lua_catalog.h) come
 -- from the C host; there is no io, os, load or require in this environment.
 -- The environment, string, math, table and catalog are read-only, and every
 -- call runs within the sandbox's time and memory budgets (docs/templates.md).
@@ -55,7 +55,7 @@ function M.render(spec, line_directives)
 end
 
 -- Renders template text with the variables of a spec, for tests and the
--- fuzzer (src/lua_host.h, collgen__lua_render_text).
+-- fuzzer (gen/lua_host.h, collgen__lua_render_text).
 function M.render_text(spec, text, line_directives)
   return renderer.render_text(text, vars_of(spec), line_directives)
 end

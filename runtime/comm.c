@@ -10,6 +10,16 @@
 
 int collgen__comm_is_local(const collgen_comm_t *c, int r) { return c->self < 0 || r == c->self; }
 
+int collgen__comm_ranks(const collgen_comm_t *c) { return c->ndev; }
+
+int collgen__comm_self(const collgen_comm_t *c) { return c->self; }
+
+CUcontext collgen__comm_context(const collgen_comm_t *c, int r) { return c->ctx[r]; }
+
+int collgen__comm_cu_fail(collgen_comm_t *c, CUresult r, const char *what) {
+  return collgen__cu_fail(r, what, c->err, sizeof c->err);
+}
+
 void collgen_comm_options_init(collgen_comm_options_t *o) {
   memset(o, 0, sizeof *o);
 }

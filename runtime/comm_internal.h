@@ -5,6 +5,7 @@
 #define COLLGEN_COMM_INTERNAL_H
 #include <stdatomic.h>
 
+#include "comm_device.h"
 #include "driver.h"
 #include "device_abi.h"
 #include "nccl_api.h"
@@ -94,9 +95,6 @@ int collgen__comm_host_state(collgen_comm_t *c);
 /* Frees everything the communicator holds (any stage of creation). */
 void collgen__comm_release(collgen_comm_t *c);
 
-/* 1 if this process drives rank r (every rank in the one-process mode). */
-int collgen__comm_is_local(const collgen_comm_t *c, int r);
-
 /* Unmaps every rank's shared buffers and closes the bootstrap (one process
 ** per GPU; nothing otherwise). */
 void collgen__comm_rank_release(collgen_comm_t *c);
@@ -161,8 +159,4 @@ void collgen__comm_buffers_release(collgen_comm_t *c);
 ** in a registered buffer and runs past its end. */
 int collgen__registered_find(collgen_comm_t *c, const char *what, const void *p, size_t bytes,
                              const struct collgen_buffer **out);
-
-/* COLLGEN_ERR_TIMEOUT when a kernel gave up waiting (message in c->err),
-** else COLLGEN_OK. */
-int collgen__comm_check_errors(collgen_comm_t *c);
 #endif

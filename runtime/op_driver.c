@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dtype_convert.h"
+#include "generator.h"
 #include "op_runtime.h"
 #include "shape.h"
 

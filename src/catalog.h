@@ -1,7 +1,7 @@
 /*
 ** catalog.h -- the one description of ops, dtypes and target archs that
 ** every layer reads: C through these lookups, Lua through the `catalog`
-** table pushed into the generator's state (src/lua_catalog.c). The lists
+** table pushed into the generator's state (gen/lua_catalog.c). The lists
 ** themselves are the X-macros COLLGEN_OP_MAP, COLLGEN_DTYPE_MAP and
 ** COLLGEN_FP8_MAP in collgen.h and COLLGEN_ARCH_MAP below; nothing else
 ** lists them.

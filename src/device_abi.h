@@ -4,7 +4,7 @@
 **
 ** The X-macros below are the only description of both structs. This header
 ** defines the host structs from them (collgen__kparams, collgen__signal);
-** src/lua_catalog.c pushes the same rows, with the host compiler's offsetof
+** gen/lua_catalog.c pushes the same rows, with the host compiler's offsetof
 ** and sizeof, into Lua as catalog.abi, and the templates render the device
 ** structs (collgen_kparams, collgen_signal) from that table together with
 ** static_asserts that every device offset and size equals the host's.

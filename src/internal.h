@@ -49,19 +49,6 @@ int collgen__read_full(int fd, void *buf, size_t n);
 /* Resolves the default cache directory into buf; returns 0 or -1. */
 int collgen__default_cache_dir(char *buf, size_t n);
 
-
-/* Cache directory of a generator, or NULL when it caches in memory only. */
-const char *collgen__generator_cache_dir(const collgen_generator_t *g);
-
-/* The runtime's per-call lookup: plan and cache entry of a shape, with one
-** memo lookup once the shape was seen (no key or name strings formatted).
-** *plan points into the generator's memo, or at `spare` when the memo is
-** full; *entry (cache.h) stays valid for the generator's lifetime. */
-struct collgen__entry;
-int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
-                            collgen_plan_t *spare, const collgen_plan_t **plan,
-                            const struct collgen__entry **entry);
-
 /* Sends one message (printf format, no newline) of `level` (COLLGEN_LOG_*)
 ** to the log handler, else to stderr if $COLLGEN_LOG asks for the level,
 ** else nowhere (src/log.c). Thread-safe. */

@@ -7,6 +7,7 @@
 */
 #ifndef COLLGEN_BAD_INPUTS_H
 #define COLLGEN_BAD_INPUTS_H
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 
 #define BAD_BUFFERS 6            /* per rank */

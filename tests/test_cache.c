@@ -27,6 +27,7 @@
 #include "cache.h"
 #include "collgen.h"
 #include "escape.h"
+#include "generator.h"
 #include "test_util.h"
 
 static char dir[4096];

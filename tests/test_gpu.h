@@ -4,6 +4,7 @@
 */
 #ifndef COLLGEN_TEST_GPU_H
 #define COLLGEN_TEST_GPU_H
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 
 /* Name of a driver result, for messages. */

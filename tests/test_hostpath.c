@@ -21,6 +21,7 @@
 
 #include "collgen.h"
 #include "bad_inputs.h"
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "fake_cuda.h"
 #include "reference.h"

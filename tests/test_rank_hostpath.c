@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "collgen.h"
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "rank_fork.h"
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "collgen.h"
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "rank_fork.h"
 

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "demo_processes.h"
 #include "devbuf.h"
+#include "generator.h"
 #include "internal.h"
 #include "reference.h"
 
@@ -116,7 +117,7 @@ typedef struct {
 
 static int run_ar(demo_ctx *d, void *vp) {
   ar_args *a = vp;
-  const int me = d->comm->self; /* -1: this process drives every rank */
+  const int me = collgen__comm_self(d->comm); /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, a->shape, a->in[me],
                                       a->out[me], 0, d->streams[me]);
@@ -183,7 +184,7 @@ typedef struct {
 
 static int run_rms(demo_ctx *d, void *vp) {
   rms_args *a = vp;
-  const int me = d->comm->self; /* -1: this process drives every rank */
+  const int me = collgen__comm_self(d->comm); /* -1: this process drives every rank */
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shapes[r];
   if (me >= 0)
@@ -284,7 +285,7 @@ typedef struct {
 /* In place: residual_out is residual_in (the timing loop keeps adding). */
 static int run_rr(demo_ctx *d, void *vp) {
   rr_args *a = vp;
-  const int me = d->comm->self; /* -1: this process drives every rank */
+  const int me = collgen__comm_self(d->comm); /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_residual_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, a->shape,
                                                    a->x[me], a->res[me], a->normed[me], a->res[me],
@@ -400,7 +401,7 @@ typedef struct {
 /* In place, as run_rr; normed as e4m3 with a scale per row. */
 static int run_fp8(demo_ctx *d, void *vp) {
   fp8_args *a = vp;
-  const int me = d->comm->self; /* -1: this process drives every rank */
+  const int me = collgen__comm_self(d->comm); /* -1: this process drives every rank */
   if (me >= 0)
     return collgen_rank_allreduce_residual_rmsnorm_fp8(
         d->comm, COLLGEN_DTYPE_BF16, 2, a->rr.shape, a->rr.x[me], a->rr.res[me], a->q[me],

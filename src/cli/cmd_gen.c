@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "escape.h"
+#include "generator.h"
 #include "internal.h"
 
 static void print_help(const char *cmd, const char *extra_help) {

@@ -19,6 +19,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "escape.h"
+#include "generator.h"
 #include "internal.h"
 
 /* The help, with the catalog's names. */

@@ -1,12 +1,13 @@
 /*
 ** devbuf.h -- device-buffer helpers for the demo, the GPU tests and the
 ** benchmark: allocate on a rank's device, copy, create streams. Test
-** support (collgen_support), not part of libcollgen: it reaches into the
-** communicator (comm_internal.h), so it links with collgen_static only.
+** support (collgen_support), not part of libcollgen: it uses the runtime's
+** hidden collgen__comm_* accessors (comm_device.h), so it links with
+** collgen_static only.
 */
 #ifndef COLLGEN_DEVBUF_H
 #define COLLGEN_DEVBUF_H
-#include "comm_internal.h"
+#include "comm_device.h"
 
 /* Allocates `bytes` on rank r's device (bytes 0 gives a 256-byte buffer). */
 int collgen__dev_alloc(collgen_comm_t *c, int r, size_t bytes, void **ptr);

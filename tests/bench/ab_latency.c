@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "reference.h"
 

@@ -11,6 +11,7 @@
 #include <nccl.h>
 #include <stdio.h>
 
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "reference.h"
 

@@ -13,7 +13,7 @@ the median of RUNS of:
   * nvrtc-cubin: the same to a cubin (sm_90), collgen's options:
               + ptxas; ptxas = nvrtc-cubin - nvrtc-ptx.
 NVRTC is called in this process through ctypes (libnvrtc.so.13), with the
-options of src/nvrtc.c (read from the source, not copied). Measure on an
+options of gen/nvrtc.c (read from the source, not copied). Measure on an
 idle machine.
 """
 
@@ -36,8 +36,8 @@ SHAPES = {
 
 
 def nvrtc_options():
-    """collgen's NVRTC options, read from src/nvrtc.c."""
-    text = open(os.path.join(REPO, "src", "nvrtc.c")).read()
+    """collgen's NVRTC options, read from gen/nvrtc.c."""
+    text = open(os.path.join(REPO, "gen", "nvrtc.c")).read()
     block = re.search(r"collgen__nvrtc_options\[\]\s*=\s*\{(.*?)NULL\}", text, re.S).group(1)
     return re.findall(r'"([^"]+)"', block)
 

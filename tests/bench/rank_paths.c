@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "parse_int.h"
 #include "reference.h"

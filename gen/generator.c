@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "cubin_info.h"
 #include "escape.h"
+#include "generator.h"
 #include "lua_host.h"
 #include "nvrtc.h"
 #include "sha256.h"

@@ -1,0 +1,20 @@
+/*
+** generator.h -- what the layers above the generator (the runtime, the CLI,
+** the tests) call besides collgen.h's collgen_generator_* functions.
+*/
+#ifndef COLLGEN_GENERATOR_H
+#define COLLGEN_GENERATOR_H
+#include "cache.h"
+#include "internal.h"
+
+/* Cache directory of a generator, or NULL when it caches in memory only. */
+const char *collgen__generator_cache_dir(const collgen_generator_t *g);
+
+/* The runtime's per-call lookup: plan and cache entry of a shape, with one
+** memo lookup once the shape was seen (no key or name strings formatted).
+** *plan points into the generator's memo, or at `spare` when the memo is
+** full; *entry (cache.h) stays valid for the generator's lifetime. */
+int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
+                            collgen_plan_t *spare, const collgen_plan_t **plan,
+                            const collgen__entry **entry);
+#endif

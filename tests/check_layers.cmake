@@ -1,0 +1,171 @@
+# check_layers.cmake -- fails when an #include or a call runs up a layer of
+# docs/architecture.md, or a layer above uses a header a layer keeps to
+# itself. The layers come from the top CMakeLists.txt (COLLGEN_LAYERS):
+#
+#   cmake -DSOURCE_DIR=<repo> -DNM=<nm> -DWHITEBOX=tests
+#         -DLAYERS="core:src:*|cache:cache:cache.h|...|tools:src/support,src/cli,tests:*"
+#         -DOBJECTS_<layer>="a.o|b.o|..." -P tests/check_layers.cmake
+#
+# LAYERS lists the layers bottom up, each "name:folders:headers it shows
+# the layers above" ("*": all of them). A file belongs to the layer of the
+# longest folder that holds it (src/support is tools, src/ itself core).
+#   1. Includes: every #include "X" of every .c and .h file, resolved like
+#      the compiler does (the file's own folder, then each layer folder),
+#      must name a header of its own layer or of a layer below; from another
+#      layer, only a header that layer shows (files under WHITEBOX, the unit
+#      tests, may use any header below them). Errors name the file and line.
+#   2. Calls: no undefined symbol of a layer's objects (nm) may be defined
+#      in the objects of a layer above it (a call, or a use of a variable,
+#      that a local prototype would hide from step 1).
+cmake_minimum_required(VERSION 3.21)
+foreach(v SOURCE_DIR NM LAYERS)
+  if(NOT ${v})
+    message(FATAL_ERROR "check_layers: -D${v}=... is required")
+  endif()
+endforeach()
+
+# ---- The layers ----------------------------------------------------------
+string(REPLACE "|" ";" specs "${LAYERS}")
+set(names)
+set(alldirs)
+set(rank 0)
+foreach(spec IN LISTS specs)
+  string(REPLACE ":" ";" parts "${spec}")
+  list(LENGTH parts np)
+  if(NOT np EQUAL 3)
+    message(FATAL_ERROR "check_layers: bad layer \"${spec}\" (name:folders:headers)")
+  endif()
+  list(GET parts 0 name)
+  list(GET parts 1 dirs)
+  list(GET parts 2 shows)
+  string(REPLACE "," ";" dirs "${dirs}")
+  string(REPLACE "," ";" shows "${shows}")
+  list(APPEND names ${name})
+  set(RANK_${name} ${rank})
+  set(SHOWS_${name} ${shows})
+  math(EXPR rank "${rank} + 1")
+  foreach(d IN LISTS dirs)
+    if(NOT IS_DIRECTORY ${SOURCE_DIR}/${d})
+      message(FATAL_ERROR "check_layers: layer ${name}: no folder ${SOURCE_DIR}/${d}")
+    endif()
+    set(LAYER_OF_${d} ${name})
+    list(APPEND alldirs ${d})
+  endforeach()
+endforeach()
+
+# The layer of a path relative to SOURCE_DIR (its longest layer folder), or "".
+function(layer_of rel out)
+  get_filename_component(d "${rel}" DIRECTORY)
+  while(NOT d STREQUAL "")
+    if(DEFINED LAYER_OF_${d})
+      set(${out} ${LAYER_OF_${d}} PARENT_SCOPE)
+      return()
+    endif()
+    get_filename_component(d "${d}" DIRECTORY)
+  endwhile()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
+# ---- 1. Includes -----------------------------------------------------------
+set(files)
+foreach(d IN LISTS alldirs)
+  file(GLOB_RECURSE found RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/${d}/*.c ${SOURCE_DIR}/${d}/*.h)
+  list(APPEND files ${found})
+endforeach()
+list(REMOVE_DUPLICATES files)
+list(SORT files)
+set(errors)
+set(nincludes 0)
+foreach(rel IN LISTS files)
+  layer_of(${rel} from)
+  get_filename_component(here "${rel}" DIRECTORY)
+  set(whitebox 0)
+  if(WHITEBOX AND (rel MATCHES "^${WHITEBOX}/"))
+    set(whitebox 1)
+  endif()
+  file(READ ${SOURCE_DIR}/${rel} text)
+  # One list item per line: ";" and brackets would split or join items.
+  string(REGEX REPLACE "[][;]" "_" text "${text}")
+  string(REPLACE "\n" ";" lines "${text}")
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(NOT line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\"")
+      continue()
+    endif()
+    set(inc ${CMAKE_MATCH_1})
+    math(EXPR nincludes "${nincludes} + 1")
+    set(target "")
+    foreach(d IN ITEMS ${here} ${alldirs})
+      if(EXISTS ${SOURCE_DIR}/${d}/${inc} AND NOT IS_DIRECTORY ${SOURCE_DIR}/${d}/${inc})
+        file(RELATIVE_PATH target ${SOURCE_DIR} ${SOURCE_DIR}/${d}/${inc})
+        break()
+      endif()
+    endforeach()
+    if(target STREQUAL "")
+      continue() # a system header, or one the build generates
+    endif()
+    layer_of(${target} to)
+    if(to STREQUAL "" OR to STREQUAL from)
+      continue()
+    endif()
+    get_filename_component(base "${inc}" NAME)
+    if(RANK_${to} GREATER RANK_${from})
+      list(APPEND errors "${rel}:${n}: #include \"${inc}\" (${target}, layer ${to}) runs up from layer ${from}")
+    elseif(NOT whitebox AND NOT SHOWS_${to} STREQUAL "*" AND NOT base IN_LIST SHOWS_${to})
+      string(REPLACE ";" " " shown "${SHOWS_${to}}")
+      list(APPEND errors "${rel}:${n}: #include \"${inc}\" is internal to layer ${to}, which shows the layers above only: ${shown}")
+    endif()
+  endforeach()
+endforeach()
+
+# ---- 2. Calls, from the objects ---------------------------------------------
+set(nobjects 0)
+set(undefined)
+foreach(name IN LISTS names)
+  if(NOT OBJECTS_${name})
+    continue()
+  endif()
+  string(REPLACE "|" ";" objs "${OBJECTS_${name}}")
+  list(LENGTH objs k)
+  math(EXPR nobjects "${nobjects} + ${k}")
+  execute_process(COMMAND ${NM} -A ${objs} OUTPUT_VARIABLE out RESULT_VARIABLE rc
+    ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "check_layers: ${NM} -A on layer ${name} failed: ${err}")
+  endif()
+  string(REPLACE "\n" ";" out "${out}")
+  foreach(line IN LISTS out)
+    # "<object>:<address> <type> <name>", the address blank for U
+    if(line MATCHES "^(.*):[0-9a-fA-F ]* ([A-Za-z]) ([^ ]+)$")
+      set(obj ${CMAKE_MATCH_1})
+      set(type ${CMAKE_MATCH_2})
+      set(sym ${CMAKE_MATCH_3})
+      if(type STREQUAL "U")
+        list(APPEND undefined "${name}|${obj}|${sym}")
+      elseif(type MATCHES "[A-Z]")
+        set(DEF_${sym} ${name})
+      endif()
+    endif()
+  endforeach()
+endforeach()
+foreach(u IN LISTS undefined)
+  string(REPLACE "|" ";" u "${u}")
+  list(GET u 0 name)
+  list(GET u 1 obj)
+  list(GET u 2 sym)
+  if(DEFINED DEF_${sym} AND RANK_${DEF_${sym}} GREATER RANK_${name})
+    get_filename_component(o "${obj}" NAME)
+    list(APPEND errors "${o} (layer ${name}) uses ${sym} of layer ${DEF_${sym}}, above it")
+  endif()
+endforeach()
+
+if(errors)
+  list(LENGTH errors ne)
+  list(JOIN errors "\n  " text)
+  message(FATAL_ERROR "check_layers: ${ne} violation(s) of the layers (docs/architecture.md):\n  ${text}")
+endif()
+list(LENGTH files nfiles)
+list(JOIN names " < " order)
+message(STATUS "check_layers: ${order}: ${nfiles} files, ${nincludes} includes, "
+  "${nobjects} objects; none runs up a layer or uses a layer's internal header")
