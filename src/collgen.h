@@ -183,7 +183,7 @@ typedef enum {
 /* The shape of one collective call, as the planner sees it, described once:
 ** X(C type, name, array bound, kind, lo, hi, default, "comment"), in the
 ** struct's (ABI) order. The struct below, collgen_shape_init's defaults and
-** both directions of the planner bridge (src/lua_host.c: the shape pushed to
+** both directions of the planner bridge (gen/lua_host.c: the shape pushed to
 ** gen/planner.lua, a variant's shape read back) follow from these rows;
 ** python/tests/test_header.py expands them to check the package's struct.
 ** `kind` says how the field crosses into Lua:
