@@ -39,6 +39,32 @@ static void push_dtypes(lua_State *L, collgen__sha256_ctx *h) {
   lua_setfield(L, -2, "dtypes");
 }
 
+/* t.roles = { id, ... } (in role order) and t.role = { <id> = {index (the
+** C role index, from 0), label, is_output (a boolean), elem_bytes} } for
+** the op table at stack top. */
+static void push_roles(lua_State *L, collgen__sha256_ctx *h, const collgen__op_desc *d) {
+  lua_createtable(L, d->nroles, 0);
+  for (int k = 0; k < d->nroles; ++k) {
+    lua_pushstring(L, d->roles[k].id);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+    collgen__sha256_field(h, "roles", d->roles[k].id, strlen(d->roles[k].id));
+  }
+  lua_setfield(L, -2, "roles");
+  lua_createtable(L, 0, d->nroles);
+  for (int k = 0; k < d->nroles; ++k) {
+    const collgen__role_desc *r = &d->roles[k];
+    lua_createtable(L, 0, 4);
+    put_int(L, h, "index", k);
+    put_str(L, h, "label", r->label);
+    lua_pushboolean(L, r->is_output);
+    lua_setfield(L, -2, "is_output");
+    collgen__sha256_field(h, "is_output", r->is_output ? "1" : "0", 1);
+    put_int(L, h, "elem_bytes", r->elem_bytes);
+    lua_setfield(L, -2, r->id);
+  }
+  lua_setfield(L, -2, "role");
+}
+
 static void push_ops(lua_State *L, collgen__sha256_ctx *h) {
   lua_newtable(L);
   for (int i = 0; i < collgen__op_count(); ++i) {
@@ -46,8 +72,8 @@ static void push_ops(lua_State *L, collgen__sha256_ctx *h) {
     lua_newtable(L);
     put_str(L, h, "name", d->name);
     put_str(L, h, "template", d->template_file);
-    put_str(L, h, "kind", d->kind);
     put_int(L, h, "min_rank", d->min_rank);
+    push_roles(L, h, d);
     lua_setfield(L, -2, d->name);
   }
   lua_setfield(L, -2, "ops");

@@ -11,7 +11,9 @@
 
 /* Pushes a new table
 **   { dtypes = { <name> = {name, bytes, ctype, acc_type, min_sm} },
-**     ops    = { <name> = {name, template, kind, min_rank} },
+**     ops    = { <name> = {name, template, min_rank, roles = { id, ... },
+**                          role = { <id> = {index, label, is_output,
+**                                           elem_bytes} }} },
 **     fp8    = { <name> = {name, min_sm} },
 **     archs  = { <name> = sm },
 **     limits = { MAX_DEVICES, MAX_BLOCKS, LL_LINES },

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "catalog.h"
 #include "embedded.h"
 #include "lua_catalog.h"
 #include "lua_host.h"
@@ -1128,6 +1129,59 @@ static int int_field_i(lua_State *L, const char *k, int lo, int hi, int *v, char
   return 0;
 }
 
+/* The role of op d named by the string at stack top (what = the spec
+** field, for the message), or -1 with err set. Leaves the stack as it was. */
+static int top_role(lua_State *L, const collgen__op_desc *d, const char *what, char *err,
+                    size_t n) {
+  const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  int k = collgen__role_find(d, name);
+  if (k < 0)
+    collgen__fail(err, n, -1, "planner: spec field '%s' names no role of %s", what, d->name);
+  return k;
+}
+
+/* *mask = the roles listed in spec field k (a list of role names). */
+static int role_mask_field(lua_State *L, const collgen__op_desc *d, const char *k,
+                           unsigned *mask, char *err, size_t n) {
+  *mask = 0;
+  lua_getfield(L, -1, k);
+  int bad = lua_type(L, -1) != LUA_TTABLE;
+  if (bad) collgen__fail(err, n, -1, "planner: spec field '%s' is not a list of roles", k);
+  for (lua_Integer i = 1; !bad; ++i) {
+    if (lua_rawgeti(L, -1, i) == LUA_TNIL) {
+      lua_pop(L, 1);
+      break;
+    }
+    int role = top_role(L, d, k, err, n);
+    lua_pop(L, 1);
+    bad = role < 0;
+    if (!bad) *mask |= 1u << role;
+  }
+  lua_pop(L, 1);
+  return bad ? -1 : 0;
+}
+
+/* plan->copy_from/copy_to from spec field copy ({from = role, to = role}
+** or nil: -1, -1). */
+static int copy_field(lua_State *L, const collgen__op_desc *d, collgen_plan_t *plan, char *err,
+                      size_t n) {
+  plan->copy_from = plan->copy_to = -1;
+  lua_getfield(L, -1, "copy");
+  int bad = 0;
+  if (lua_type(L, -1) == LUA_TTABLE) {
+    lua_getfield(L, -1, "from");
+    plan->copy_from = top_role(L, d, "copy.from", err, n);
+    lua_getfield(L, -2, "to");
+    plan->copy_to = plan->copy_from < 0 ? -1 : top_role(L, d, "copy.to", err, n);
+    lua_pop(L, 2);
+    bad = plan->copy_from < 0 || plan->copy_to < 0;
+  } else if (!lua_isnil(L, -1)) {
+    bad = collgen__fail(err, n, -1, "planner: spec field 'copy' is not {from, to}");
+  }
+  lua_pop(L, 1);
+  return bad ? -1 : 0;
+}
+
 int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
                       collgen_plan_t *plan, char *err, size_t n) {
   memset(plan, 0, sizeof *plan);
@@ -1144,6 +1198,10 @@ int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
             int_field_i(L, "grid", 1, COLLGEN_MAX_BLOCKS, &plan->grid, err, n) ||
             int_field_i(L, "items", 0, 1024, &plan->items, err, n) ||
             int_field(L, "cols", 0, INT64_MAX, &plan->cols, err, n);
+  const collgen__op_desc *d = collgen__op_find(shape->op);
+  bad = bad || !d || role_mask_field(L, d, "peer_reads", &plan->peer_reads, err, n) ||
+        role_mask_field(L, d, "peer_writes", &plan->peer_writes, err, n) ||
+        copy_field(L, d, plan, err, n);
   if (bad) {
     lua_pop(L, 1);
     return COLLGEN_ERR_TEMPLATE;

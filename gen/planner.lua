@@ -4,7 +4,8 @@
 -- (already resolved, never 0), tensor_rank, elems, rows, cols, aligned16,
 -- inplace, fp8 (a name of catalog.fp8), max_blocks (0 = default), arch.
 -- Output (a spec): what the kernel source depends on (op, dtype, group,
--- algo, vec, block, cols, items, fp8) plus the launch grid. The grid is derived
+-- algo, vec, block, cols, items, fp8) plus the launch grid and what the
+-- runtime must know of the algorithm (check_runtime_facts below). The grid is derived
 -- from the shape alone, never from device queries, so every rank of a group
 -- launches the same grid. The tensor rank is validated but not specialized
 -- on: every kernel works on the flattened tensor, so specializing would only
@@ -71,12 +72,35 @@ local function oneshot_max_rows(s)   -- rows per rank of a one-shot pull
   return oneshot_max_elems(s) // s.cols
 end
 
--- A reduction over a group of one rank is the identity: the runtime copies
--- (runtime/op_driver.c, copy_rank) and never launches the planned kernel.
--- The RMSNorm ops ("gather", "reduce_norm") are not: a group of one still
--- normalizes.
-function M.is_copy(s)
-  return OPS[s.op].kind == "reduce" and s.group_size == 1
+-- What the runtime must know of a plan, named by the op's buffer roles
+-- (catalog.ops[op].roles, src/catalog.h COLLGEN_ROLES_<op>); every
+-- planning function sets them, and they reach C as collgen_plan_t's role
+-- masks. They follow from the algorithm and are not part of the kernel
+-- (M.KEY_FIELDS):
+--   peer_reads:  the roles the kernel reads on peers directly (one process
+--                per GPU: each is staged into the peers' view, region IN,
+--                or read where it is when registered);
+--   peer_writes: the roles the kernel writes on peers directly (one process
+--                per GPU: written into staging, region OUT, and copied back);
+--   copy:        { from = role, to = role } when the op over this group is
+--                the identity: the runtime copies (cuMemcpyDtoDAsync) and
+--                launches nothing; nil when the kernel runs.
+local function check_runtime_facts(spec)
+  local roles = OPS[spec.op].role
+  local function check_role(field, name)
+    if not roles[name] then
+      fail(string.format("%s: spec field '%s' names no role '%s'", spec.op, field, tostring(name)))
+    end
+  end
+  for _, field in ipairs({ "peer_reads", "peer_writes" }) do
+    if type(spec[field]) ~= "table" then fail(spec.op .. ": spec has no list '" .. field .. "'") end
+    for _, name in ipairs(spec[field]) do check_role(field, name) end
+  end
+  if spec.copy ~= nil then
+    check_role("copy", spec.copy.from)
+    check_role("copy", spec.copy.to)
+  end
+  return spec
 end
 
 -- The ops that can write normed as float8 e4m3 (catalog.fp8 modes other
@@ -144,8 +168,9 @@ local function plan_allreduce(s)
   local vec = s.aligned16 and (16 // esize) or 1
   local algo
   local bytes = s.elems * esize
-  if M.is_copy(s) then
-    algo = "oneshot"   -- a copy; the runtime uses cuMemcpyDtoDAsync instead (faster)
+  local copy = nil
+  if g == 1 then       -- the identity: the runtime copies (faster than any kernel)
+    algo, copy = "oneshot", { from = "input", to = "output" }
   elseif s.aligned16 and s.elems <= ll_max_elems(s) then
     algo = "ll"        -- peers never read our buffers: in-place is safe too
   elseif s.inplace then
@@ -158,11 +183,15 @@ local function plan_allreduce(s)
   if algo == "twoshot" then work = ceil_div(work, g) end
   if algo == "ll" then block, work = 256, ceil_div(bytes, 8) end  -- one line per thread
   local grid = clamp(ceil_div(work, block), 1, grid_cap(s))
+  -- LL pushes into the peers' signal buffers only; one-shot pulls every
+  -- peer's input; two-shot also pushes its slice's sums into every output.
+  local reads = (copy or algo == "ll") and {} or { "input" }
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = 0, items = 0, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
     kernel = string.format("collgen_allreduce_%s_%s_g%d_v%d", algo, s.dtype, g, vec),
+    peer_reads = reads, peer_writes = algo == "twoshot" and { "output" } or {}, copy = copy,
   }
 end
 
@@ -229,6 +258,8 @@ local function plan_allgather_rmsnorm(s)
     template = OPS[s.op].template,
     kernel = string.format("collgen_allgather_rmsnorm_%s_g%d_c%d_v%d_%s",
                            s.dtype, g, s.cols, vec, row_tag(algo == "ll" and "ll" or "u", items)),
+    -- the barrier kernels pull every shard; LL pushes its own
+    peer_reads = algo == "ll" and {} or { "input" }, peer_writes = {},
   }
 end
 
@@ -276,6 +307,10 @@ local function plan_allreduce_residual_rmsnorm(s)
     kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s%s",
                            s.dtype, g, s.cols, vec, algo, row_tag("u", items),
                            s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
+    -- one-shot and row split pull every rank's x; row split pushes its
+    -- slice's residual_out into every rank; LL pushes x only
+    peer_reads = algo == "ll" and {} or { "x" },
+    peer_writes = algo == "rowsplit" and { "residual_out" } or {},
   }
 end
 
@@ -293,7 +328,7 @@ end
 -- Returns the spec for a shape, or raises "planner: <reason>".
 function M.plan(s)
   check_common(s)
-  return PLANNERS[s.op](s)
+  return check_runtime_facts(PLANNERS[s.op](s))
 end
 
 -- The fields that change the generated source, in a fixed order. The grid
@@ -373,7 +408,7 @@ end
 -- any max_blocks, each of the class's FP8 output modes (fp8_probes).
 -- Returns a list of { shape, spec, canonical }, one per
 -- distinct canonical text, where `shape` is a call that plans to `spec`.
--- Reductions over a group of one have no kernel (M.is_copy) and no entry.
+-- Plans that are a copy (spec.copy) have no kernel and no entry.
 -- Raises "planner: <reason>" on a bad class.
 function M.variants(class)
   local axes = VARIANT_AXES[class.op]
@@ -389,23 +424,20 @@ function M.variants(class)
         tensor_rank = OPS[class.op].min_rank, elems = 0, rows = 0, cols = cols,
         aligned16 = true, inplace = false, fp8 = "none", max_blocks = 0, arch = class.arch,
       }
-      check_common(base)
-      if not M.is_copy(base) then
-        M.plan(base)   -- checks the op's own fields (cols) before the thresholds read them
-        for _, size in ipairs(size_probes(axes, base)) do
-          for _, aligned in ipairs({ true, false }) do
-            for _, inplace in ipairs({ false, true }) do
-              for _, fp8 in ipairs(fp8_probes(class)) do
-                for _, max_blocks in ipairs({ 0, 1, M.MAX_BLOCKS }) do
-                  local s = copy_shape(base)
-                  s[axes.size], s.aligned16, s.inplace = size, aligned, inplace
-                  s.fp8, s.max_blocks = fp8, max_blocks
-                  local spec = M.plan(s)
-                  local text = M.canonical(spec)
-                  if not seen[text] then
-                    seen[text] = true
-                    out[#out + 1] = { shape = s, spec = spec, canonical = text }
-                  end
+      M.plan(base)   -- checks the op's own fields (cols) before the thresholds read them
+      for _, size in ipairs(size_probes(axes, base)) do
+        for _, aligned in ipairs({ true, false }) do
+          for _, inplace in ipairs({ false, true }) do
+            for _, fp8 in ipairs(fp8_probes(class)) do
+              for _, max_blocks in ipairs({ 0, 1, M.MAX_BLOCKS }) do
+                local s = copy_shape(base)
+                s[axes.size], s.aligned16, s.inplace = size, aligned, inplace
+                s.fp8, s.max_blocks = fp8, max_blocks
+                local spec = M.plan(s)
+                local text = M.canonical(spec)
+                if not spec.copy and not seen[text] then
+                  seen[text] = true
+                  out[#out + 1] = { shape = s, spec = spec, canonical = text }
                 end
               end
             end

@@ -1,14 +1,15 @@
 /*
 ** op_allgather_rmsnorm.c -- fused all-gather + RMSNorm: its public entry
-** point and its runtime descriptor (op_runtime.h). Roles: the rank's row
-** shard (input), the gathered normed and residual outputs, gamma. No two
-** may overlap where one is written.
+** point and its runtime descriptor (op_runtime.h). Roles
+** (COLLGEN_ROLES_ALLGATHER_RMSNORM): the rank's row shard (input), the
+** gathered normed and residual outputs, gamma. No two may overlap where
+** one is written. Arguments: collgen__norm_args.
 */
 #include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 
-enum { ROLE_INPUT, ROLE_NORMED, ROLE_RESIDUAL, ROLE_GAMMA };
+enum { COLLGEN_ROLES_ALLGATHER_RMSNORM(COLLGEN_ROLE_ENUM) };
 
 /* Shards may differ in their leading dimension only; rows are the product
 ** of all but the last dimension, summed over the group. */
@@ -46,10 +47,10 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   g->empty = total == 0;
   const int64_t esize = collgen__dtype_bytes(call->dtype);
   for (int r = base; !g->empty && r < base + size; ++r) {
-    g->bytes[ROLE_INPUT][r] = g->rank_rows[r] * cols * esize;
-    g->bytes[ROLE_NORMED][r] = total * cols * esize;
-    g->bytes[ROLE_RESIDUAL][r] = total * cols * esize;
-    g->bytes[ROLE_GAMMA][r] = cols * esize;
+    g->bytes[ROLE_input][r] = g->rank_rows[r] * cols * esize;
+    g->bytes[ROLE_normed][r] = total * cols * esize;
+    g->bytes[ROLE_residual][r] = total * cols * esize;
+    g->bytes[ROLE_gamma][r] = cols * esize;
   }
   return COLLGEN_OK;
 }
@@ -60,22 +61,13 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   for (int k = 0; k <= COLLGEN_MAX_DEVICES; ++k) {
     kp->row_start[k] = start;
     if (k < size) {
-      kp->in[k] = call->buffers[ROLE_INPUT][base + k];
+      kp->in[k] = call->buffers[ROLE_input][base + k];
       start += (unsigned long long)g->rank_rows[base + k];
     }
   }
-  kp->normed = (void *)call->buffers[ROLE_NORMED][r];
-  kp->residual = (void *)call->buffers[ROLE_RESIDUAL][r];
-  collgen__norm_params(call, g, r, ROLE_GAMMA, kp);
-}
-
-/* One process per GPU: the barrier kernels read every shard from its
-** owner's staging area (region IN); the LL kernel reads only this rank's
-** own shard. Outputs are this rank's own. */
-static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                    const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
-  return collgen__stage_peer_input(c, &collgen__rt_allgather_rmsnorm, call, g, algo, ROLE_INPUT,
-                                   base, size, r, kp, s);
+  kp->normed = (void *)call->buffers[ROLE_normed][r];
+  kp->residual = (void *)call->buffers[ROLE_residual][r];
+  collgen__norm_params(call, g, r, ROLE_gamma, kp);
 }
 
 /* NCCL path: the shards are gathered into residual output, then this rank
@@ -90,7 +82,7 @@ static int nccl_local(collgen_comm_t *c, const collgen__call *call, const collge
   if (rc != COLLGEN_OK) return rc;
   const int64_t shape[2] = {g->shape.rows, g->shape.cols};
   collgen__local_call_init(local, call, r, shape, 2);
-  local->buffers[ROLE_INPUT][r] = call->buffers[ROLE_RESIDUAL][r];
+  local->buffers[ROLE_input][r] = call->buffers[ROLE_residual][r];
   return COLLGEN_OK;
 }
 
@@ -100,8 +92,8 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
                          int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
   const int64_t cols = g->shape.cols, esize = collgen__dtype_bytes(call->dtype);
   const collgen__nccl_dtype dt = collgen__nccl_dtype_of(call->dtype);
-  const void *in = call->buffers[ROLE_INPUT][r];
-  char *gathered = (char *)call->buffers[ROLE_RESIDUAL][r];
+  const void *in = call->buffers[ROLE_input][r];
+  char *gathered = (char *)call->buffers[ROLE_residual][r];
   int equal = 1;
   for (int k = base; k < base + size; ++k) equal &= g->rank_rows[k] == g->rank_rows[base];
   if (equal)
@@ -136,13 +128,11 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
 
 const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .op = COLLGEN_OP_ALLGATHER_RMSNORM,
-    .nroles = 4,
-    .roles = {{"input", 0}, {"normed output", 1}, {"residual output", 1}, {"gamma", 0}},
     .same_buffer_ok = {{-1, -1}},
+    .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
     .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
-    .stage_in = stage_in, /* the outputs are written in place: no stage_out */
     .nccl_local = nccl_local,
     .nccl_exchange = nccl_exchange,
 };
@@ -152,13 +142,13 @@ int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank
                               void *const *out_normed, void *const *out_residual,
                               const void *const *gammas, float eps, float weight_offset,
                               int group_size, const collgen_stream_t *streams) {
+  const collgen__norm_args args = {.eps = eps, .weight_offset = weight_offset};
   collgen__call call = {
       .op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shard_shapes,
       .buffers = {inputs, (const void *const *)out_normed, (const void *const *)out_residual,
                   gammas},
-      .eps = eps, .weight_offset = weight_offset, .group_size = group_size,
-      .streams = streams};
+      .args = &args, .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
 
@@ -167,10 +157,10 @@ int collgen_rank_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int
                                    void *out_normed, void *out_residual, const void *gamma,
                                    float eps, float weight_offset, int group_size,
                                    collgen_stream_t stream) {
+  const collgen__norm_args args = {.eps = eps, .weight_offset = weight_offset};
   collgen__call call = {.op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-                        .shapes = shard_shapes, .eps = eps, .weight_offset = weight_offset,
-                        .group_size = group_size};
-  const void *mine[] = {[ROLE_INPUT] = input, [ROLE_NORMED] = out_normed,
-                        [ROLE_RESIDUAL] = out_residual, [ROLE_GAMMA] = gamma};
+                        .shapes = shard_shapes, .args = &args, .group_size = group_size};
+  const void *mine[] = {[ROLE_input] = input, [ROLE_normed] = out_normed,
+                        [ROLE_residual] = out_residual, [ROLE_gamma] = gamma};
   return collgen__rank_run(c, &call, NULL, mine, stream, NULL);
 }

@@ -2,59 +2,67 @@
 ** op_allreduce_residual_rmsnorm.c -- fused allreduce + residual add +
 ** RMSNorm: its public entry points (normed in the dtype, or as float8
 ** e4m3; each for every rank, or per rank for one process per GPU) and its
-** runtime descriptor (op_runtime.h). Roles: x (the partial sums peers read), residual_in, gamma, residual_out and one normed output:
-** in the dtype, or e4m3 bytes plus (dynamic scaling) a float scale per row.
-** residual_out may be exactly residual_in (in place); no other pair may
-** overlap where one is written. A group of one rank still runs its kernel
-** (add and normalize).
+** runtime descriptor (op_runtime.h). Roles
+** (COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM): x (the partial sums),
+** residual_in, gamma, residual_out and one normed output: in the dtype, or
+** e4m3 bytes plus (dynamic scaling) a float scale per row. residual_out may
+** be exactly residual_in (in place); no other pair may overlap where one is
+** written. A group of one rank still runs its kernel (add and normalize).
+** Arguments: residual_args.
 */
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 
-enum {
-  ROLE_X, ROLE_RESIDUAL_IN, ROLE_NORMED, ROLE_RESIDUAL_OUT, ROLE_GAMMA, ROLE_NORMED_FP8,
-  ROLE_ROW_SCALES
-};
+enum { COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(COLLGEN_ROLE_ENUM) };
+
+/* The op's arguments (call->args): the RMSNorm ones first (what
+** collgen__check_norm_scalars and collgen__norm_params read), then how
+** normed is written. */
+typedef struct {
+  collgen__norm_args norm;
+  collgen_fp8_mode_t fp8;  /* COLLGEN_FP8_NONE: normed in the dtype; else as e4m3 */
+  float static_scale;      /* with COLLGEN_FP8_STATIC */
+} residual_args;
 
 /* The roles a call leaves out: the e4m3 ones (collgen_allreduce_residual_rmsnorm),
 ** or normed in the dtype and, unless scaling is dynamic, row_scales
 ** (collgen_allreduce_residual_rmsnorm_fp8, whatever mode it was given). */
 static unsigned unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
-  if (!fp8_entry) return 1u << ROLE_NORMED_FP8 | 1u << ROLE_ROW_SCALES;
-  if (mode == COLLGEN_FP8_DYNAMIC) return 1u << ROLE_NORMED;
-  return 1u << ROLE_NORMED | 1u << ROLE_ROW_SCALES;
+  if (!fp8_entry) return 1u << ROLE_normed_fp8 | 1u << ROLE_row_scales;
+  if (mode == COLLGEN_FP8_DYNAMIC) return 1u << ROLE_normed;
+  return 1u << ROLE_normed | 1u << ROLE_row_scales;
 }
 
 /* eps and weight_offset; for collgen_allreduce_residual_rmsnorm_fp8 also
 ** the mode, its scale arguments and every rank's arch. */
 static int check_args(collgen_comm_t *c, const collgen__call *call) {
+  const residual_args *a = call->args;
   int rc = collgen__check_norm_scalars(c, call);
-  const int plain_entry = (call->unused_roles & (1u << ROLE_NORMED_FP8)) != 0;
+  const int plain_entry = (call->unused_roles & (1u << ROLE_normed_fp8)) != 0;
   if (rc != COLLGEN_OK || plain_entry) return rc;
-  if (call->fp8 != COLLGEN_FP8_DYNAMIC && call->fp8 != COLLGEN_FP8_STATIC)
+  if (a->fp8 != COLLGEN_FP8_DYNAMIC && a->fp8 != COLLGEN_FP8_STATIC)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "FP8 mode %d: must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC "
                          "(collgen_allreduce_residual_rmsnorm writes normed in the dtype)",
-                         (int)call->fp8);
-  if (call->fp8 == COLLGEN_FP8_DYNAMIC && call->static_scale != 0.0f)
+                         (int)a->fp8);
+  if (a->fp8 == COLLGEN_FP8_DYNAMIC && a->static_scale != 0.0f)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "static_scale must be 0 with COLLGEN_FP8_DYNAMIC (got %g): the "
-                         "kernel computes a scale per row", (double)call->static_scale);
-  if (call->fp8 == COLLGEN_FP8_STATIC &&
-      (!(call->static_scale > 0.0f) || !isfinite(call->static_scale)))
+                         "kernel computes a scale per row", (double)a->static_scale);
+  if (a->fp8 == COLLGEN_FP8_STATIC &&
+      (!(a->static_scale > 0.0f) || !isfinite(a->static_scale)))
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "static_scale must be finite and > 0 with COLLGEN_FP8_STATIC, got %g",
-                         (double)call->static_scale);
-  if (call->fp8 == COLLGEN_FP8_STATIC && call->buffers[ROLE_ROW_SCALES])
+                         (double)a->static_scale);
+  if (a->fp8 == COLLGEN_FP8_STATIC && call->buffers[ROLE_row_scales])
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "row_scales must be NULL with COLLGEN_FP8_STATIC (no scales are "
                          "written)");
-  return collgen__check_fp8_arch(c, call->fp8);
+  return collgen__check_fp8_arch(c, a->fp8);
 }
 
 int collgen__check_fp8_arch(collgen_comm_t *c, collgen_fp8_mode_t fp8) {
@@ -82,16 +90,16 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   const int64_t cols = call->shapes[base][call->tensor_rank - 1];
   g->shape.cols = cols;
   g->shape.rows = cols ? elems / cols : 0;
-  g->shape.fp8 = call->fp8;
+  g->shape.fp8 = ((const residual_args *)call->args)->fp8;
   g->empty = elems == 0;
   const int64_t esize = collgen__dtype_bytes(call->dtype);
   const int64_t extent[] = {
-      [ROLE_X] = elems * esize,          [ROLE_RESIDUAL_IN] = elems * esize,
-      [ROLE_NORMED] = elems * esize,     [ROLE_RESIDUAL_OUT] = elems * esize,
-      [ROLE_GAMMA] = cols * esize,       [ROLE_NORMED_FP8] = elems,
-      [ROLE_ROW_SCALES] = g->shape.rows * (int64_t)sizeof(float)};
+      [ROLE_x] = elems * esize,          [ROLE_residual_in] = elems * esize,
+      [ROLE_normed] = elems * esize,     [ROLE_residual_out] = elems * esize,
+      [ROLE_gamma] = cols * esize,       [ROLE_normed_fp8] = elems,
+      [ROLE_row_scales] = g->shape.rows * (int64_t)sizeof(float)};
   for (int r = base; !g->empty && r < base + size; ++r)
-    for (int k = 0; k <= ROLE_ROW_SCALES; ++k)
+    for (int k = 0; k <= ROLE_row_scales; ++k)
       if (!(call->unused_roles & (1u << k))) g->bytes[k][r] = extent[k];
   return COLLGEN_OK;
 }
@@ -102,36 +110,16 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
 static void fill_rank(const collgen__call *call, const collgen__group *g, int base, int size,
                       int r, collgen__kparams *kp) {
   for (int k = 0; k < size; ++k) {
-    kp->in[k] = call->buffers[ROLE_X][base + k];
-    kp->out[k] = (void *)call->buffers[ROLE_RESIDUAL_OUT][base + k];
+    kp->in[k] = call->buffers[ROLE_x][base + k];
+    kp->out[k] = (void *)call->buffers[ROLE_residual_out][base + k];
   }
-  kp->residual_in = call->buffers[ROLE_RESIDUAL_IN][r];
-  const int normed = call->fp8 == COLLGEN_FP8_NONE ? ROLE_NORMED : ROLE_NORMED_FP8;
+  const residual_args *a = call->args;
+  kp->residual_in = call->buffers[ROLE_residual_in][r];
+  const int normed = a->fp8 == COLLGEN_FP8_NONE ? ROLE_normed : ROLE_normed_fp8;
   kp->normed = (void *)call->buffers[normed][r];
-  if (call->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_ROW_SCALES][r];
-  kp->static_scale = call->static_scale;
-  collgen__norm_params(call, g, r, ROLE_GAMMA, kp);
-}
-
-/* One process per GPU: one-shot and row split read every rank's x from its
-** staging area (region IN); row split also writes every rank's rows of
-** residual_out into region OUT, which this rank then copies to its
-** residual_out. LL reads only this rank's own buffers. */
-static int stage_in(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                    const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s) {
-  int rc = collgen__stage_peer_input(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, algo,
-                                     ROLE_X, base, size, r, kp, s);
-  for (int k = 0; rc == COLLGEN_OK && k < size && strcmp(algo, "rowsplit") == 0; ++k)
-    kp->out[k] = collgen__staging_at(c, base + k, c->staging_bytes / 2);
-  return rc;
-}
-
-static int stage_out(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                     const char *algo, int r, CUstream s) {
-  if (strcmp(algo, "rowsplit") != 0) return COLLGEN_OK;
-  return collgen__stage_copy(c, (void *)call->buffers[ROLE_RESIDUAL_OUT][r],
-                             collgen__staging_at(c, r, c->staging_bytes / 2),
-                             (size_t)g->bytes[ROLE_RESIDUAL_OUT][r], s);
+  if (a->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_row_scales][r];
+  kp->static_scale = a->static_scale;
+  collgen__norm_params(call, g, r, ROLE_gamma, kp);
 }
 
 /* NCCL path: NCCL sums x into this rank's staging area (region IN, rounded
@@ -144,10 +132,10 @@ static int nccl_local(collgen_comm_t *c, const collgen__call *call, const collge
   (void)base;
   (void)size;
   int rc = collgen__stage_check_aligned(c, &collgen__rt_allreduce_residual_rmsnorm, call, g, r);
-  if (rc == COLLGEN_OK) rc = collgen__stage_fits(c, "x", (size_t)g->bytes[ROLE_X][r]);
+  if (rc == COLLGEN_OK) rc = collgen__stage_fits(c, "x", (size_t)g->bytes[ROLE_x][r]);
   if (rc != COLLGEN_OK) return rc;
   collgen__local_call_init(local, call, r, call->shapes[r], call->tensor_rank);
-  local->buffers[ROLE_X][r] = collgen__staging_at(c, r, 0);
+  local->buffers[ROLE_x][r] = collgen__staging_at(c, r, 0);
   return COLLGEN_OK;
 }
 
@@ -156,7 +144,7 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
   (void)base;
   (void)size;
   return collgen__nccl_settle(
-      comm, collgen__nccl.ncclAllReduce(call->buffers[ROLE_X][r], collgen__staging_at(c, r, 0),
+      comm, collgen__nccl.ncclAllReduce(call->buffers[ROLE_x][r], collgen__staging_at(c, r, 0),
                                   (size_t)(g->shape.rows * g->shape.cols),
                                   collgen__nccl_dtype_of(call->dtype), COLLGEN__NCCL_SUM, comm, s),
       "ncclAllReduce", c->timeout_ms, c->err, sizeof c->err);
@@ -164,16 +152,11 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
 
 const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
-    .nroles = 7,
-    .roles = {{"x", 0, 0}, {"residual_in", 0, 0}, {"normed output", 1, 0},
-              {"residual_out", 1, 0}, {"gamma", 0, 0}, {"normed_fp8 output", 1, 1},
-              {"row_scales", 1, (int)sizeof(float)}},
-    .same_buffer_ok = {{ROLE_RESIDUAL_IN, ROLE_RESIDUAL_OUT}, {-1, -1}},
+    .same_buffer_ok = {{ROLE_residual_in, ROLE_residual_out}, {-1, -1}},
+    .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
     .check_scalars = check_args,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
-    .stage_in = stage_in,
-    .stage_out = stage_out,
     .nccl_local = nccl_local,
     .nccl_exchange = nccl_exchange,
 };
@@ -184,13 +167,13 @@ int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype,
                                        void *const *residual_out, const void *const *gammas,
                                        float eps, float weight_offset, int group_size,
                                        const collgen_stream_t *streams) {
+  const residual_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shapes,
       .buffers = {x, residual_in, (const void *const *)out_normed,
                   (const void *const *)residual_out, gammas},
-      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE),
-      .eps = eps, .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE,
+      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
       .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
@@ -201,15 +184,15 @@ int collgen_allreduce_residual_rmsnorm_fp8(
     float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams) {
+  const residual_args args = {{eps, weight_offset}, mode, static_scale};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shapes,
-      .buffers = {[ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in,
-                  [ROLE_RESIDUAL_OUT] = (const void *const *)residual_out,
-                  [ROLE_GAMMA] = gammas, [ROLE_NORMED_FP8] = (const void *const *)normed_fp8,
-                  [ROLE_ROW_SCALES] = (const void *const *)row_scales},
-      .unused_roles = unused_roles(1, mode),
-      .eps = eps, .weight_offset = weight_offset, .fp8 = mode, .static_scale = static_scale,
+      .buffers = {[ROLE_x] = x, [ROLE_residual_in] = residual_in,
+                  [ROLE_residual_out] = (const void *const *)residual_out,
+                  [ROLE_gamma] = gammas, [ROLE_normed_fp8] = (const void *const *)normed_fp8,
+                  [ROLE_row_scales] = (const void *const *)row_scales},
+      .unused_roles = unused_roles(1, mode), .args = &args,
       .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
@@ -231,10 +214,10 @@ static int rank_call(collgen_comm_t *c, collgen__call *call, const int64_t *shap
   if (rc != COLLGEN_OK) return rc;
   const collgen__rank_pieces pieces = {
       .units = elems / cols, .piece = (int64_t)(c->staging_bytes / 2) / row_bytes, .inner = cols,
-      .peer_role = ROLE_X,
-      .stride = {[ROLE_X] = row_bytes, [ROLE_RESIDUAL_IN] = row_bytes,
-                 [ROLE_NORMED] = row_bytes, [ROLE_RESIDUAL_OUT] = row_bytes, [ROLE_GAMMA] = 0,
-                 [ROLE_NORMED_FP8] = cols, [ROLE_ROW_SCALES] = (int64_t)sizeof(float)}};
+      .peer_role = ROLE_x,
+      .stride = {[ROLE_x] = row_bytes, [ROLE_residual_in] = row_bytes,
+                 [ROLE_normed] = row_bytes, [ROLE_residual_out] = row_bytes, [ROLE_gamma] = 0,
+                 [ROLE_normed_fp8] = cols, [ROLE_row_scales] = (int64_t)sizeof(float)}};
   return collgen__rank_run(c, call, shape, mine, stream, &pieces);
 }
 
@@ -244,13 +227,14 @@ int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t d
                                             void *residual_out, const void *gamma, float eps,
                                             float weight_offset, int group_size,
                                             collgen_stream_t stream) {
+  const residual_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .eps = eps,
-      .weight_offset = weight_offset, .fp8 = COLLGEN_FP8_NONE, .group_size = group_size};
+      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
+      .group_size = group_size};
   const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in, [ROLE_NORMED] = out_normed,
-      [ROLE_RESIDUAL_OUT] = residual_out, [ROLE_GAMMA] = gamma};
+      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_normed] = out_normed,
+      [ROLE_residual_out] = residual_out, [ROLE_gamma] = gamma};
   return rank_call(c, &call, shape, mine, stream);
 }
 
@@ -259,12 +243,12 @@ int collgen_rank_allreduce_residual_rmsnorm_fp8(
     const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
     const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
     float static_scale, int group_size, collgen_stream_t stream) {
+  const residual_args args = {{eps, weight_offset}, mode, static_scale};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = unused_roles(1, mode), .eps = eps, .weight_offset = weight_offset,
-      .fp8 = mode, .static_scale = static_scale, .group_size = group_size};
+      .unused_roles = unused_roles(1, mode), .args = &args, .group_size = group_size};
   const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_X] = x, [ROLE_RESIDUAL_IN] = residual_in, [ROLE_RESIDUAL_OUT] = residual_out,
-      [ROLE_GAMMA] = gamma, [ROLE_NORMED_FP8] = normed_fp8, [ROLE_ROW_SCALES] = row_scales};
+      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_residual_out] = residual_out,
+      [ROLE_gamma] = gamma, [ROLE_normed_fp8] = normed_fp8, [ROLE_row_scales] = row_scales};
   return rank_call(c, &call, shape, mine, stream);
 }

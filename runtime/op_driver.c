@@ -12,17 +12,18 @@
 #include "op_runtime.h"
 #include "shape.h"
 
-/* One group's launch: kernel per rank, grid, block, algorithm and
-** parameters. */
+/* One group's launch: kernel per rank, the plan (grid, block, what the
+** runtime must do), parameters, and (one process per GPU) the staging of
+** this process's rank. */
 typedef struct {
   CUfunction fn[COLLGEN_MAX_DEVICES];
-  int grid, block;
-  char algo[16];
+  collgen_plan_t plan;
   collgen__kparams kp[COLLGEN_MAX_DEVICES];
+  collgen__staging stage;
 } launch_set;
 
 static const collgen__op_runtime *const runtimes[] = {
-#define RT_ENTRY(NAME, value, id, tpl, kind, min_rank) [value] = &collgen__rt_##id,
+#define RT_ENTRY(NAME, value, id, tpl, min_rank) [value] = &collgen__rt_##id,
     COLLGEN_OP_MAP(RT_ENTRY)
 #undef RT_ENTRY
 };
@@ -45,10 +46,10 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   if (!call->shapes || !call->streams)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes and streams must not be NULL");
-  for (int k = 0; k < rt->nroles; ++k)
+  for (int k = 0; k < op->nroles; ++k)
     if (!call->buffers[k] && !(call->unused_roles & (1u << k)))
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                           "the %s array must not be NULL", rt->roles[k].name);
+                           "the %s array must not be NULL", op->roles[k].label);
   for (int r = 0; r < c->ndev; ++r)
     if (!call->shapes[r])
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
@@ -91,7 +92,8 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
 }
 
 int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call) {
-  if (!(call->eps >= 0.0f) || !isfinite(call->eps) || !isfinite(call->weight_offset))
+  const collgen__norm_args *a = call->args;
+  if (!(a->eps >= 0.0f) || !isfinite(a->eps) || !isfinite(a->weight_offset))
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "eps must be finite and >= 0, weight_offset finite");
   return COLLGEN_OK;
@@ -101,8 +103,9 @@ void collgen__norm_params(const collgen__call *call, const collgen__group *g, in
                           int gamma_role, collgen__kparams *kp) {
   kp->gamma = call->buffers[gamma_role][r];
   kp->count = (unsigned long long)g->shape.rows;
-  kp->eps = call->eps;
-  kp->weight_offset = collgen__dtype_round(call->dtype, call->weight_offset);
+  const collgen__norm_args *a = call->args;
+  kp->eps = a->eps;
+  kp->weight_offset = collgen__dtype_round(call->dtype, a->weight_offset);
 }
 
 int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
@@ -140,24 +143,26 @@ static int same_buffer_ok(const collgen__op_runtime *rt, int a, int b) {
 ** is not 16-byte aligned. */
 static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, collgen__group *g, int r) {
-  for (int k = 0; k < rt->nroles; ++k) {
+  const collgen__op_desc *d = collgen__op_find(rt->op);
+  const collgen__role_desc *roles = d->roles;
+  for (int k = 0; k < d->nroles; ++k) {
     if (g->bytes[k][r] == 0) continue;
-    const uintptr_t esize = (uintptr_t)(rt->roles[k].elem_bytes
-                                            ? rt->roles[k].elem_bytes
+    const uintptr_t esize = (uintptr_t)(roles[k].elem_bytes
+                                            ? roles[k].elem_bytes
                                             : collgen__dtype_bytes(call->dtype));
     uintptr_t p = (uintptr_t)call->buffers[k][r];
     if (!p)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                           "%s of rank %d is NULL", rt->roles[k].name, r);
+                           "%s of rank %d is NULL", roles[k].label, r);
     if (p % esize)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_ALIGNMENT,
                            "%s of rank %d (%p) is not aligned to its %d-byte elements",
-                           rt->roles[k].name, r, call->buffers[k][r], (int)esize);
+                           roles[k].label, r, call->buffers[k][r], (int)esize);
     if (p % 16) g->shape.aligned16 = 0;
   }
-  for (int a = 0; a < rt->nroles; ++a)
-    for (int b = a + 1; b < rt->nroles; ++b) {
-      if (!rt->roles[a].is_output && !rt->roles[b].is_output) continue;
+  for (int a = 0; a < d->nroles; ++a)
+    for (int b = a + 1; b < d->nroles; ++b) {
+      if (!roles[a].is_output && !roles[b].is_output) continue;
       if (g->bytes[a][r] == 0 || g->bytes[b][r] == 0) continue;
       uintptr_t pa = (uintptr_t)call->buffers[a][r], pb = (uintptr_t)call->buffers[b][r];
       uintptr_t ea = pa + (uintptr_t)g->bytes[a][r], eb = pb + (uintptr_t)g->bytes[b][r];
@@ -165,9 +170,9 @@ static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
       if (pa < eb && pb < ea)
         return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                              "rank %d: %s [%p, +%lld bytes) %s %s [%p, +%lld bytes)%s", r,
-                             rt->roles[a].name, call->buffers[a][r], (long long)g->bytes[a][r],
+                             roles[a].label, call->buffers[a][r], (long long)g->bytes[a][r],
                              pa == pb ? "is the same buffer as" : "partially overlaps",
-                             rt->roles[b].name, call->buffers[b][r], (long long)g->bytes[b][r],
+                             roles[b].label, call->buffers[b][r], (long long)g->bytes[b][r],
                              same_buffer_ok(rt, a, b) ? " (only exact in-place is allowed)"
                                                       : "");
     }
@@ -185,7 +190,7 @@ void collgen__common_shape(const collgen_comm_t *c, const collgen__call *call, c
 }
 
 int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
-                           CUfunction *fn, int *grid, int *block, char algo[16]) {
+                           CUfunction *fn, collgen_plan_t *plan_out) {
   for (int r = base; r < base + size; ++r)
     if (strcmp(c->arch[r], c->arch[base]) != 0)
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
@@ -194,21 +199,21 @@ int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, 
   _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
   memcpy(shape->arch, c->arch[base], sizeof shape->arch);
   collgen_plan_t spare;
-  const collgen_plan_t *plan = NULL;
+  const collgen_plan_t *plan = &spare;
   const struct collgen__entry *entry = NULL;
-  int rc = collgen__resolve_kernel(c->gen, shape, &spare, &plan, &entry);
+  int rc = collgen_plan(c->gen, shape, &spare); /* memoized: the kernel's lookup repeats it */
+  if (rc == COLLGEN_OK && spare.copy_from < 0)
+    rc = collgen__resolve_kernel(c->gen, shape, &spare, &plan, &entry);
   if (rc != COLLGEN_OK) {
     snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
     return rc;
   }
-  for (int r = base; r < base + size; ++r) {
+  for (int r = base; entry && r < base + size; ++r) {
     if (!collgen__comm_is_local(c, r)) continue; /* another process loads it */
     rc = collgen__kernel_load(c, r, entry, &fn[r]);
     if (rc != COLLGEN_OK) return rc;
   }
-  if (grid) *grid = plan->grid;
-  if (block) *block = plan->block;
-  if (algo) snprintf(algo, 16, "%s", plan->algo);
+  if (plan_out) *plan_out = *plan;
   return COLLGEN_OK;
 }
 
@@ -254,14 +259,15 @@ out:
   return rc;
 }
 
-/* A group of one rank whose op is the identity: a copy-engine transfer on
-** the rank's stream, or nothing when it runs in place. */
-static int copy_rank(collgen_comm_t *c, const collgen__op_runtime *rt, const collgen__call *call,
+/* Rank r of a group whose plan is a copy (the op is the identity there):
+** a copy-engine transfer of role plan->copy_from into plan->copy_to on the
+** rank's stream, or nothing when it runs in place. */
+static int copy_rank(collgen_comm_t *c, const collgen_plan_t *plan, const collgen__call *call,
                      const collgen__group *g, int r) {
   int rc = COLLGEN_OK;
-  const void *src = call->buffers[rt->copy_roles[0]][r];
-  void *dst = (void *)call->buffers[rt->copy_roles[1]][r];
-  size_t bytes = (size_t)g->bytes[rt->copy_roles[0]][r];
+  const void *src = call->buffers[plan->copy_from][r];
+  void *dst = (void *)call->buffers[plan->copy_to][r];
+  size_t bytes = (size_t)g->bytes[plan->copy_from][r];
   if (bytes == 0 || src == dst) return COLLGEN_OK;
   if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
   COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
@@ -289,9 +295,6 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
                                         : "this communicator drives one rank of a "
                                           "multi-process job (collgen_comm_init_rank): "
                                           "call collgen_rank_* instead");
-  if (call->per_rank && !rt->stage_in)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
-                         "%s has no one-process-per-GPU path yet", collgen__op_find(call->op)->name);
   rc = check_call(c, rt, call);
   if (rc != COLLGEN_OK) return rc;
 
@@ -310,7 +313,8 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     if (rc != COLLGEN_OK) return rc;
     if (call->per_rank) {
       /* The peers' buffers are unknown here, so every rank plans the same
-      ** aligned, not-in-place call; stage_in makes this rank's buffers fit. */
+      ** aligned, not-in-place call; the staging (op_staging.c) makes this
+      ** rank's buffers fit. */
       g->shape.aligned16 = 1;
       g->shape.inplace = 0;
     } else if (!g->empty && rt->finish_group) {
@@ -324,46 +328,53 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     if (groups[grp].empty) return COLLGEN_OK;
     return collgen__nccl_group_run(c, rt, call, &groups[grp], grp * size, size);
   }
-  if (size == 1 && rt->copy_alone) {
-    for (int r = 0; rc == COLLGEN_OK && r < c->ndev; ++r)
-      if (collgen__comm_is_local(c, r)) rc = copy_rank(c, rt, call, &groups[r], r);
-    return rc;
-  }
-
-  /* 2. Plan and load every group on every rank, and fill the parameters. */
+  /* 2. Plan and load every group on every rank (no kernel where the plan
+  ** is a copy), work out the staging of this process's rank (one process
+  ** per GPU: the plan says which roles peers reach) and fill the
+  ** parameters. Nothing is queued yet. */
   launch_set sets[COLLGEN_MAX_DEVICES];
   for (int grp = 0; grp < ngroups; ++grp) {
     if (groups[grp].empty) continue;
     const int base = grp * size;
-    rc = collgen__group_prepare(c, &groups[grp].shape, base, size, sets[grp].fn, &sets[grp].grid,
-                                &sets[grp].block, sets[grp].algo);
+    launch_set *set = &sets[grp];
+    rc = collgen__group_prepare(c, &groups[grp].shape, base, size, set->fn, &set->plan);
     if (rc != COLLGEN_OK) return rc;
+    if (set->plan.copy_from >= 0) continue;
     for (int r = base; r < base + size; ++r) {
       if (!collgen__comm_is_local(c, r)) continue;
-      collgen__common_params(c, base, size, r, &sets[grp].kp[r]);
-      rt->fill_rank(call, &groups[grp], base, size, r, &sets[grp].kp[r]);
+      const collgen__call *view = call;
+      if (call->per_rank) {
+        rc = collgen__staging_plan(c, rt, call, &groups[grp], &set->plan, base, size, r,
+                                   &set->stage);
+        if (rc != COLLGEN_OK) return rc;
+        view = &set->stage.view;
+      }
+      collgen__common_params(c, base, size, r, &set->kp[r]);
+      rt->fill_rank(view, &groups[grp], base, size, r, &set->kp[r]);
     }
   }
 
-  /* 3. Launch every local rank (after staging its data in the one-process-
-  ** per-GPU mode). */
+  /* 3. Copy or launch every local rank (between its staging copies in the
+  ** one-process-per-GPU mode). */
   for (int grp = 0; grp < ngroups; ++grp) {
     if (groups[grp].empty) continue;
     const int base = grp * size;
+    const launch_set *set = &sets[grp];
     for (int r = base; rc == COLLGEN_OK && r < base + size; ++r) {
       if (!collgen__comm_is_local(c, r)) continue;
+      if (set->plan.copy_from >= 0) {
+        rc = copy_rank(c, &set->plan, call, &groups[grp], r);
+        continue;
+      }
       CUstream s = (CUstream)call->streams[r];
       if (call->per_rank) {
         rc = collgen__cu_fail(collgen__cu.cuCtxSetCurrent(c->ctx[r]), "cuCtxSetCurrent", c->err,
                               sizeof c->err);
-        if (rc == COLLGEN_OK)
-          rc = rt->stage_in(c, call, &groups[grp], sets[grp].algo, base, size, r, &sets[grp].kp[r], s);
+        if (rc == COLLGEN_OK) rc = collgen__staging_copies(c, &set->stage, 0, s);
       }
       if (rc == COLLGEN_OK)
-        rc = collgen__launch(c, sets[grp].fn[r], sets[grp].grid, sets[grp].block, &sets[grp].kp[r],
-                             r, s);
-      if (rc == COLLGEN_OK && call->per_rank && rt->stage_out)
-        rc = rt->stage_out(c, call, &groups[grp], sets[grp].algo, r, s);
+        rc = collgen__launch(c, set->fn[r], set->plan.grid, set->plan.block, &set->kp[r], r, s);
+      if (rc == COLLGEN_OK && call->per_rank) rc = collgen__staging_copies(c, &set->stage, 1, s);
     }
     if (rc != COLLGEN_OK) return rc;
   }

@@ -51,11 +51,18 @@ static int prepare_local(collgen_comm_t *c, const collgen__op_runtime *rt,
   collgen__common_shape(c, &local->call, &lg.shape);
   int rc = rt->measure_group(c, &local->call, r, 1, &lg);
   if (rc != COLLGEN_OK) return rc;
-  for (int k = 0; k < rt->nroles; ++k)
+  for (int k = 0; k < collgen__op_find(rt->op)->nroles; ++k)
     if (lg.bytes[k][r] && ((uintptr_t)local->call.buffers[k][r] & 15u)) lg.shape.aligned16 = 0;
   CUfunction fns[COLLGEN_MAX_DEVICES];
-  rc = collgen__group_prepare(c, &lg.shape, r, 1, fns, grid, block, NULL);
+  collgen_plan_t plan;
+  rc = collgen__group_prepare(c, &lg.shape, r, 1, fns, &plan);
   if (rc != COLLGEN_OK) return rc;
+  if (plan.copy_from >= 0) /* an op whose local part is a copy has no nccl_local */
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
+                         "the local part of %s on NCCL plans as a copy, not a kernel",
+                         collgen__op_find(rt->op)->name);
+  *grid = plan.grid;
+  *block = plan.block;
   *fn = fns[r];
   collgen__common_params(c, r, 1, r, kp);
   rt->fill_rank(&local->call, &lg, r, 1, r, kp);

@@ -19,7 +19,7 @@ typedef struct {
 static void point_roles(const collgen__op_runtime *rt, collgen__call *call, rank_buffers *rb,
                         int self, const void *const *mine, int64_t units,
                         const collgen__rank_pieces *p) {
-  for (int k = 0; k < rt->nroles; ++k) {
+  for (int k = 0; k < collgen__op_find(rt->op)->nroles; ++k) {
     const int absent = !mine[k] && (call->unused_roles & (1u << k));
     rb->at[k][self] = mine[k] && p ? (const char *)mine[k] + units * p->stride[k] : mine[k];
     call->buffers[k] = absent ? NULL : rb->at[k];
@@ -48,7 +48,7 @@ int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *sha
   /* A registered input must hold the whole call, not just the first pieces. */
   const struct collgen_buffer *reg;
   const int pr = pieces->peer_role;
-  int rc = collgen__registered_find(c, rt->roles[pr].name, mine[pr],
+  int rc = collgen__registered_find(c, collgen__op_find(rt->op)->roles[pr].label, mine[pr],
                                     (size_t)(pieces->units * pieces->stride[pr]), &reg);
   if (rc != COLLGEN_OK) return rc;
   for (int64_t off = 0; off < pieces->units; off += pieces->piece) {

@@ -3,23 +3,29 @@
 ** of them: validate every group -> plan each group -> load its kernel on
 ** every rank -> fill each rank's parameters -> launch every rank.
 **
-** An op supplies: its buffer roles (which are outputs, which pairs may be
-** the same buffer), measure_group (checks one group's shapes, gives each
-** buffer's extent per rank and the planner's view of the group) and
-** fill_rank (one rank's op-specific kernel parameters). The driver does all
+** An op supplies: its buffer roles (once, COLLGEN_ROLES_<op> in
+** src/catalog.h), which role pairs may be the same buffer, its argument
+** struct (call->args) and check_scalars, measure_group (checks one group's
+** shapes, gives each buffer's extent per rank and the planner's view of the
+** group) and fill_rank (one rank's op-specific kernel parameters). What an
+** algorithm needs of the runtime the plan says (collgen_plan_t: the roles
+** peers read or write, or a copy instead of a kernel). The driver does all
 ** the rest once for every op: argument and pointer checks (NULL, element
 ** alignment, overlap between every pair of buffers of a rank), the P2P
-** check, planning, loading, common parameters and launches. The steps are
-** per group and per rank so a mode with one rank per process can call them.
+** check, planning, loading, common parameters, the staging of the
+** one-process-per-GPU mode, copies and launches. The steps are per group
+** and per rank so a mode with one rank per process can call them.
 */
 #ifndef COLLGEN_OP_RUNTIME_H
 #define COLLGEN_OP_RUNTIME_H
 #include "comm_internal.h"
 
-#define COLLGEN_MAX_ROLES 7
+/* ROLE_<id> = k for role k of an op: an op file writes
+** enum { COLLGEN_ROLES_<OP>(COLLGEN_ROLE_ENUM) }; */
+#define COLLGEN_ROLE_ENUM(id, label, is_output, elem_bytes) ROLE_##id,
 
 /* The arguments of one call, op-neutral. buffers[k][r] is rank r's buffer
-** of role k (the op's roles[k]). */
+** of role k (the op's role k, catalog.h). */
 typedef struct {
   collgen_op_t op;
   collgen_dtype_t dtype;
@@ -28,9 +34,8 @@ typedef struct {
   const void *const *buffers[COLLGEN_MAX_ROLES];
   unsigned unused_roles;               /* bit k: the call has no role k (its
                                           array may be NULL; nothing checked) */
-  float eps, weight_offset;            /* rmsnorm ops */
-  collgen_fp8_mode_t fp8;              /* allreduce_residual_rmsnorm: normed as e4m3 */
-  float static_scale;                  /* ... with COLLGEN_FP8_STATIC */
+  const void *args;                    /* the op's own arguments (its args
+                                          struct, e.g. collgen__norm_args), or NULL */
   int group_size;                      /* resolved by the driver (0 = all) */
   const collgen_stream_t *streams;
   /* A collgen_rank_* call (one process per GPU): only this process's rank
@@ -49,23 +54,15 @@ typedef struct collgen__group {
 struct collgen__local_call; /* below */
 
 typedef struct {
-  const char *name;       /* "input", "normed output", ... (for messages) */
-  int is_output;
-  int elem_bytes;         /* alignment its pointers need; 0 = the call's dtype size */
-} collgen__role;
-
-typedef struct {
-  collgen_op_t op;
-  int nroles;
-  collgen__role roles[COLLGEN_MAX_ROLES];
+  collgen_op_t op;        /* its roles: collgen__op_find(op)->roles */
   /* Role pairs that may be exactly the same buffer (in place); any other
   ** overlap between a rank's buffers, where one of them is written, is
   ** refused. Terminated by {-1, -1}. */
   int same_buffer_ok[4][2];
-  /* Groups of one rank are a copy of role copy_roles[0] into copy_roles[1]
-  ** (no kernel) when copy_alone is set. */
-  int copy_alone;
-  int copy_roles[2];
+  /* One process per GPU (op_staging.c): 1 when a buffer that is not
+  ** 16-byte aligned goes through staging (the planner saw aligned
+  ** buffers), 0 when such a call is refused with COLLGEN_ERR_ALIGNMENT. */
+  int stage_unaligned;
   /* Checks the call's scalar arguments and modes (NULL if none). */
   int (*check_scalars)(collgen_comm_t *c, const collgen__call *call);
   /* Checks the shapes of the group [base, base+size) and fills g: extents
@@ -81,20 +78,6 @@ typedef struct {
   ** ones (signal pointers, error record, timeout, rank, group base). */
   void (*fill_rank)(const collgen__call *call, const collgen__group *g, int base, int size,
                     int r, collgen__kparams *kp);
-  /* One process per GPU: the kernel reaches the peers' signal buffers and
-  ** staging areas only (c->staging), never their user buffers. stage_in
-  ** points rank r's parameters at staging where the planned algorithm
-  ** (`algo`) needs it and queues the copies of r's data into its staging
-  ** on `s`; stage_out, after the launch, queues the copies from staging to
-  ** r's outputs (NULL: nothing comes back). The planner saw an aligned,
-** not-in-place call on every
-  ** rank (their buffers are unknown here), so stage_in also stages any of
-  ** r's buffers that is not 16-byte aligned. NULL: the op has no
-  ** one-process-per-GPU path yet (the call is refused). */
-  int (*stage_in)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                  const char *algo, int base, int size, int r, collgen__kparams *kp, CUstream s);
-  int (*stage_out)(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
-                   const char *algo, int r, CUstream s);
   /* NCCL path (a group routed to NCCL, docs/multinode.md). nccl_local
   ** runs first, before anything is queued: it checks what this path needs
   ** (refusing as the P2P path would) and fills `local` with the op as a
@@ -146,7 +129,7 @@ int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
 ** runtime/op_<id>.c). */
-#define COLLGEN_RT_DECL(NAME, value, id, tpl, kind, min_rank) \
+#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank) \
   extern const collgen__op_runtime collgen__rt_##id;
 COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 #undef COLLGEN_RT_DECL
@@ -157,13 +140,21 @@ COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 ** when c is NULL) saying why; on error nothing was launched or written. */
 int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 
-/* check_scalars of the RMSNorm ops: eps finite and >= 0, weight_offset
-** finite. */
+/* The arguments the RMSNorm ops share: call->args of allgather_rmsnorm
+** points at one; an op with more arguments (allreduce_residual_rmsnorm)
+** starts its args struct with one. */
+typedef struct {
+  float eps, weight_offset;
+} collgen__norm_args;
+
+/* check_scalars of the RMSNorm ops (call->args as above): eps finite and
+** >= 0, weight_offset finite. */
 int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
 
 /* The RMSNorm parameters of rank r's kernel: gamma (rank r's buffer of role
 ** gamma_role), the row count of group g's shape, eps, and weight_offset as
-** the dtype holds it (the kernels add it in the dtype's precision). */
+** the dtype holds it (the kernels add it in the dtype's precision), from
+** call->args as above. */
 void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
                           int gamma_role, collgen__kparams *kp);
 
@@ -179,10 +170,11 @@ int collgen__check_fp8_arch(collgen_comm_t *c, collgen_fp8_mode_t fp8);
 int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
                               int64_t *elems);
 
-/* ---- One process per GPU: staging helpers (op_staging.c) ---- */
+/* ---- One process per GPU: staging (op_staging.c) ---- */
 /* Rank r's staging area at `offset`, as mapped in this process. Each area
-** has two regions of staging_bytes / 2: IN at 0 (what peers read, or
-** reduce in place) and OUT at staging_bytes / 2. */
+** has two regions of staging_bytes / 2: IN at 0 (what peers read) and OUT
+** at staging_bytes / 2 (what peers write, and this rank's own outputs that
+** cannot take the kernel's stores in place). */
 void *collgen__staging_at(const collgen_comm_t *c, int r, size_t offset);
 /* Queues a device-to-device copy on s (nothing for 0 bytes). */
 int collgen__stage_copy(collgen_comm_t *c, void *dst, const void *src, size_t bytes, CUstream s);
@@ -194,26 +186,53 @@ int collgen__stage_fits(collgen_comm_t *c, const char *what, size_t bytes);
 int collgen__stage_check_aligned(collgen_comm_t *c, const collgen__op_runtime *rt,
                                  const collgen__call *call, const collgen__group *g, int r);
 
-/* The stage_in of ops that need 16-byte aligned buffers and whose barrier
-** algorithms only read one role (`role`) from every rank: checks the
-** alignment; for any algorithm but LL, points kp->in[] at every rank's
-** registered buffer when that role is registered (collgen__registered_input),
-** else copies rank r's buffer of that role into its region IN (refused
-** when it does not fit) and points kp->in[] at every rank's region IN. */
-int collgen__stage_peer_input(collgen_comm_t *c, const collgen__op_runtime *rt,
-                              const collgen__call *call, const collgen__group *g,
-                              const char *algo, int role, int base, int size, int r,
-                              collgen__kparams *kp, CUstream s);
+/* How rank r's kernel of one planned group reaches its buffers in the
+** one-process-per-GPU mode, where the kernel reaches the peers' signal
+** buffers, staging areas and registered buffers only, never their user
+** buffers: `view` is the call with every role's array replaced by what
+** the kernel must use (peers' slots included), and the copies to queue
+** before and after the launch. */
+typedef struct {
+  collgen__call view;
+  const void *at[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES];
+  struct collgen__stage_copy_op {
+    void *dst;
+    const void *src;
+    size_t bytes;
+  } in[COLLGEN_MAX_ROLES], out[COLLGEN_MAX_ROLES];
+  int nin, nout;
+} collgen__staging;
+
+/* Works out st for rank r of group g [base, base+size) planned as `plan`
+** (its peer_reads and peer_writes), from the plan alone, never an
+** algorithm's name. Each role peers read is read in place when r's buffer
+** of it is registered (collgen__registered_input), else copied into region
+** IN; each role peers write is written into region OUT and copied back;
+** an output of r's alone goes through region OUT when its buffer is a
+** registered role that peers read, or (rt->stage_unaligned) is not 16-byte
+** aligned; an unaligned input of r's alone is copied into region IN. With
+** rt->stage_unaligned 0 an unaligned buffer is COLLGEN_ERR_ALIGNMENT. Roles
+** share a region in role order, each at a 16-byte aligned offset, the
+** peers' roles first (their offsets follow from every rank's extents, so
+** every rank computes the same); more than a region holds is
+** COLLGEN_ERR_INVALID_ARG. Queues nothing. */
+int collgen__staging_plan(collgen_comm_t *c, const collgen__op_runtime *rt,
+                          const collgen__call *call, const collgen__group *g,
+                          const collgen_plan_t *plan, int base, int size, int r,
+                          collgen__staging *st);
+
+/* Queues st's copies into staging (when = 0) or back out of it (1) on s. */
+int collgen__staging_copies(collgen_comm_t *c, const collgen__staging *st, int when, CUstream s);
 
 /* Zero copy (registered buffers, comm_register.c): *used = 1 when rank r's
 ** buffer of `role` lies inside one of this rank's registrations and is
-** 16-byte aligned; then, when kp is not NULL, kp->in[k] is rank base+k's
+** 16-byte aligned; then, when `at` is not NULL, at[base+k] is rank base+k's
 ** buffer at the same offset of that registration (the symmetric contract).
 ** *used = 0 (stage it) otherwise; COLLGEN_ERR_INVALID_ARG when the buffer
 ** runs past the end of its registration. */
 int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, const collgen__group *g, int role,
-                              int base, int size, int r, collgen__kparams *kp, int *used);
+                              int base, int size, int r, const void **at, int *used);
 
 /* ---- The collgen_rank_* entry points (op_rank.c) ---- */
 /* How a per-rank call that does not fit half the staging area is cut:
@@ -241,12 +260,12 @@ int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *sha
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
 
 /* Plans `shape` (arch set here from rank base) for the group [base,
-** base+size), fetches its cubin through the cache and loads it on every
-** local rank of the group: fn[r] for each; *grid, *block and algo (the
-** plan's algorithm) when not NULL. Loading waits for an idle device (CUDA
-** driver behaviour). */
+** base+size), and unless the plan is a copy (plan->copy_from >= 0: no
+** kernel), fetches its cubin through the cache and loads it on every
+** local rank of the group: fn[r] for each. *plan (when not NULL) is the
+** plan. Loading waits for an idle device (CUDA driver behaviour). */
 int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
-                           CUfunction *fn, int *grid, int *block, char algo[16]);
+                           CUfunction *fn, collgen_plan_t *plan);
 
 /* Finds or loads the kernel of cache entry `entry` in rank r's context. */
 struct collgen__entry;

@@ -32,24 +32,24 @@ static int check_shape(collgen_comm_t *c, const collgen_shape_t *in, int i, coll
   return COLLGEN_OK;
 }
 
-/* Loads the kernel of every group of one checked shape (none for a group
-** of one of an op that copies instead). */
+/* Loads the kernel of every group of one checked shape (none where the
+** plan is a copy: collgen__group_prepare). */
 static int load_shape(collgen_comm_t *c, collgen_shape_t *s) {
-  if (s->group_size == 1 && collgen__op_runtime_find(s->op)->copy_alone) return COLLGEN_OK;
   CUfunction fn[COLLGEN_MAX_DEVICES];
   for (int base = 0; base < c->ndev; base += s->group_size) {
     int rc;
     if (collgen__route_of(c, s->group_size, base) == COLLGEN_TRANSPORT_NCCL) {
       /* NCCL path (op_nccl.c): this rank's local kernel, the op on a group
-      ** of one over the same rows and cols; allreduce needs none. */
-      if (collgen__op_runtime_find(s->op)->copy_alone || c->self < base ||
+      ** of one over the same rows and cols; an op whose exchange is the
+      ** whole op (no nccl_local) needs none. */
+      if (!collgen__op_runtime_find(s->op)->nccl_local || c->self < base ||
           c->self >= base + s->group_size)
         continue;
       collgen_shape_t local = *s;
       local.group_size = 1;
-      rc = collgen__group_prepare(c, &local, c->self, 1, fn, NULL, NULL, NULL);
+      rc = collgen__group_prepare(c, &local, c->self, 1, fn, NULL);
     } else {
-      rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL, NULL, NULL);
+      rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL);
     }
     if (rc != COLLGEN_OK) return rc;
   }

@@ -12,12 +12,28 @@ static const collgen__dtype_desc dtypes[] = {
 #undef DTYPE_ENTRY
 };
 
+#define ROLE_ENTRY(id, label, is_output, elem_bytes) {#id, label, is_output, elem_bytes},
+#define ROLE_TABLE(NAME, value, id, tpl, min_rank)                               \
+  static const collgen__role_desc roles_##id[] = {COLLGEN_ROLES_##NAME(ROLE_ENTRY)}; \
+  _Static_assert(sizeof roles_##id / sizeof roles_##id[0] <= COLLGEN_MAX_ROLES,    \
+                 #id " has more than COLLGEN_MAX_ROLES roles");
+COLLGEN_OP_MAP(ROLE_TABLE)
+#undef ROLE_TABLE
+#undef ROLE_ENTRY
+
 static const collgen__op_desc ops[] = {
-#define OP_ENTRY(NAME, value, id, tpl, kind, min_rank) \
-  {COLLGEN_OP_##NAME, #id, tpl, kind, min_rank},
+#define OP_ENTRY(NAME, value, id, tpl, min_rank)                                  \
+  {COLLGEN_OP_##NAME, #id, tpl, min_rank, (int)(sizeof roles_##id / sizeof roles_##id[0]), \
+   roles_##id},
     COLLGEN_OP_MAP(OP_ENTRY)
 #undef OP_ENTRY
 };
+
+int collgen__role_find(const collgen__op_desc *d, const char *id) {
+  for (int k = 0; d && id && k < d->nroles; ++k)
+    if (strcmp(d->roles[k].id, id) == 0) return k;
+  return -1;
+}
 
 static const collgen__fp8_desc fp8_modes[] = {
 #define FP8_ENTRY(NAME, value, id, sm) {COLLGEN_FP8_##NAME, #id, sm},

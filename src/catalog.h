@@ -3,8 +3,8 @@
 ** every layer reads: C through these lookups, Lua through the `catalog`
 ** table pushed into the generator's state (gen/lua_catalog.c). The lists
 ** themselves are the X-macros COLLGEN_OP_MAP, COLLGEN_DTYPE_MAP and
-** COLLGEN_FP8_MAP in collgen.h and COLLGEN_ARCH_MAP below; nothing else
-** lists them.
+** COLLGEN_FP8_MAP in collgen.h and COLLGEN_ARCH_MAP and the ops' buffer
+** roles (COLLGEN_ROLES_<op>) below; nothing else lists them.
 */
 #ifndef COLLGEN_CATALOG_H
 #define COLLGEN_CATALOG_H
@@ -24,12 +24,49 @@ typedef struct {
   int min_sm;            /* oldest arch that has its conversions */
 } collgen__dtype_desc;
 
+/* The buffer roles of each op of COLLGEN_OP_MAP, in the order the runtime
+** (buffers[k] of a call), the plans (bit k of collgen_plan_t's role masks)
+** and the planner (catalog.ops[op].roles) number them:
+** R(id, label, is_output, elem_bytes). `id` is the role's name in the
+** planner and a C identifier (op files get ROLE_<id> from it); `label`
+** names it in messages; elem_bytes is the alignment its pointers need and
+** its element size: 0 for the call's dtype, else fixed (1 for e4m3 bytes,
+** 4 for float row scales). Hooked to COLLGEN_OP_MAP by NAME: an op's list
+** is COLLGEN_ROLES_<NAME>. */
+#define COLLGEN_ROLES_ALLREDUCE_SUM(R)                                         \
+  R(input, "input", 0, 0)                                                      \
+  R(output, "output", 1, 0)
+#define COLLGEN_ROLES_ALLGATHER_RMSNORM(R)                                     \
+  R(input, "input", 0, 0)                                                      \
+  R(normed, "normed output", 1, 0)                                             \
+  R(residual, "residual output", 1, 0)                                         \
+  R(gamma, "gamma", 0, 0)
+#define COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(R)                            \
+  R(x, "x", 0, 0)                                                              \
+  R(residual_in, "residual_in", 0, 0)                                          \
+  R(normed, "normed output", 1, 0)                                             \
+  R(residual_out, "residual_out", 1, 0)                                        \
+  R(gamma, "gamma", 0, 0)                                                      \
+  R(normed_fp8, "normed_fp8 output", 1, 1)                                     \
+  R(row_scales, "row_scales", 1, 4)
+
+/* The most roles an op may have (role masks are unsigned bit sets). */
+#define COLLGEN_MAX_ROLES 7
+
+typedef struct {
+  const char *id;        /* "residual_out" */
+  const char *label;     /* "residual_out", "normed output" (messages) */
+  int is_output;
+  int elem_bytes;        /* 0 = the call's dtype size, else fixed */
+} collgen__role_desc;
+
 typedef struct {
   collgen_op_t op;
   const char *name;      /* "allreduce_sum" */
   const char *template_file;
-  const char *kind;      /* "reduce" | "gather" */
   int min_rank;          /* smallest tensor rank the op accepts */
+  int nroles;
+  const collgen__role_desc *roles; /* roles[0 .. nroles-1] */
 } collgen__op_desc;
 
 typedef struct {
@@ -42,6 +79,9 @@ typedef struct {
   const char *name;      /* "sm_90a" */
   int sm;                /* 90 */
 } collgen__arch_desc;
+
+/* The index of the role called `id` of op d, or -1. */
+int collgen__role_find(const collgen__op_desc *d, const char *id);
 
 /* Number of entries of each list. */
 int collgen__dtype_count(void);

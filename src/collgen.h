@@ -118,23 +118,22 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
 /* ---- Shapes and plans ------------------------------------------------- */
 
 /* The operations, described once:
-** XX(NAME, value, id, template, kind, minimum tensor rank).
+** XX(NAME, value, id, template, minimum tensor rank).
 ** `id` is the name the CLI, the planner and the kernels use; `template` is
-** the kernel family's file in templates/; `kind` says how ranks combine
-** ("reduce": every rank gets the sum, so a group of one rank is a copy;
-** "reduce_norm": every rank gets the sum added to a residual and
-** normalized, which a group of one rank still computes; "gather": every
-** rank gets all shards).
+** the kernel family's file in templates/. Each op's buffer roles are
+** COLLGEN_ROLES_<NAME> in src/catalog.h; what a plan of the op needs from
+** the runtime (which roles peers read or write, whether a group is a copy)
+** the planner says per plan (collgen_plan_t).
 ** The generator, the runtime and the docs read this list (docs/architecture.md
 ** says what to touch to add one). */
 #define COLLGEN_OP_MAP(XX)                                                     \
-  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", "reduce", 1)         \
-  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", "gather", 2) \
+  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1)                   \
+  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2)   \
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
-     "allreduce_residual_rmsnorm.cu.tpl", "reduce_norm", 2)
+     "allreduce_residual_rmsnorm.cu.tpl", 2)
 
 typedef enum {
-#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, kind, min_rank) COLLGEN_OP_##NAME = value,
+#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank) COLLGEN_OP_##NAME = value,
   COLLGEN_OP_MAP(COLLGEN_OP_ENUM_ENTRY)
 #undef COLLGEN_OP_ENUM_ENTRY
 } collgen_op_t;
@@ -238,6 +237,15 @@ typedef struct collgen_plan {
   char canonical[256]; /* canonical spec text hashed into the cache key */
   int group, vec, block, grid, items;
   int64_t cols;
+  /* What the runtime must know of the algorithm (the planner derives it
+  ** from the algorithm; it is not part of the kernel's cache key). Bit k
+  ** stands for the op's buffer role k, in the order of COLLGEN_ROLES_<op>
+  ** in src/catalog.h (e.g. allreduce_sum: 0 input, 1 output). */
+  unsigned peer_reads;  /* roles the kernel reads on peers directly */
+  unsigned peer_writes; /* roles the kernel writes on peers directly */
+  int copy_from, copy_to; /* a group where the op is the identity (allreduce
+                       over one rank): no kernel runs, role copy_from is
+                       copied into role copy_to; -1, -1 otherwise */
 } collgen_plan_t;
 
 /* ---- Generator (JIT) -------------------------------------------------- */

@@ -487,3 +487,46 @@ Test(planner, residual_rmsnorm_variants_of_listed_fp8_modes) {
   cr_expect(strstr(collgen_generator_last_error(gen), "list of fp8 modes is empty"), "%s",
             collgen_generator_last_error(gen));
 }
+
+/* What each plan tells the runtime (collgen_plan_t's role masks, bits in
+** the order of COLLGEN_ROLES_<op>), per algorithm: the roles peers read
+** and write directly, and the copy of a group where the op is the
+** identity. */
+Test(planner, plans_say_what_the_runtime_needs) {
+  enum { AR_INPUT = 1u << 0, AR_OUTPUT = 1u << 1, RR_X = 1u << 0, RR_RESIDUAL_OUT = 1u << 3,
+         AG_INPUT = 1u << 0 };
+  const struct {
+    collgen_plan_t p;
+    const char *algo;
+    unsigned reads, writes;
+  } want[] = {
+      {plan_ar(4, 0, 1024, 1, 0), "ll", 0, 0},
+      {plan_ar(2, 0, 1000, 0, 0), "oneshot", AR_INPUT, 0},
+      {plan_ar(2, 0, 1 << 30, 1, 0), "twoshot", AR_INPUT, AR_OUTPUT},
+      {plan_rr(2, 0, 8, 8192, COLLGEN_DTYPE_BF16, 1), "ll", 0, 0},
+      {plan_rr(2, 0, 8, 8192, COLLGEN_DTYPE_BF16, 0), "oneshot", RR_X, 0},
+      {plan_rr(2, 0, 17, 8192, COLLGEN_DTYPE_BF16, 1), "rowsplit", RR_X, RR_RESIDUAL_OUT},
+      {plan_rr(4, 1, 100000, 8192, COLLGEN_DTYPE_BF16, 1), "oneshot", RR_X, 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; ++i) {
+    cr_expect_str_eq(want[i].p.algo, want[i].algo, "case %zu", i);
+    cr_expect_eq(want[i].p.peer_reads, want[i].reads, "%s", want[i].p.kernel);
+    cr_expect_eq(want[i].p.peer_writes, want[i].writes, "%s", want[i].p.kernel);
+    cr_expect_eq(want[i].p.copy_from, -1, "%s: a kernel runs", want[i].p.kernel);
+    cr_expect_eq(want[i].p.copy_to, -1, "%s", want[i].p.kernel);
+  }
+  collgen_plan_t p = plan_ar(4, 1, 1 << 20, 1, 0);
+  cr_expect_eq(p.copy_from, 0, "allreduce over one rank copies input ...");
+  cr_expect_eq(p.copy_to, 1, "... into output");
+  cr_expect_eq(p.peer_reads | p.peer_writes, 0u);
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLGATHER_RMSNORM);
+  s.cols = 8192;
+  for (int64_t rows = 8; rows <= 4096; rows *= 512) {
+    s.rows = rows;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+    cr_expect_eq(p.peer_reads, strcmp(p.algo, "ll") == 0 ? 0u : (unsigned)AG_INPUT, "%s", p.kernel);
+    cr_expect_eq(p.peer_writes, 0u, "%s", p.kernel);
+    cr_expect_eq(p.copy_from, -1, "%s", p.kernel);
+  }
+}

@@ -70,7 +70,7 @@ static void registered_child(report_t *rep, const collgen_unique_id_t *id, int r
     CHILD_CHECK(rep, rank, 5, seen[i] == pattern(peer, i), "peer byte %zu through the mapping", i);
 
   /* two-shot allreduce (2 MiB) from offset 64 KiB: no copy in, only the
-  ** sums back from staging */
+  ** sums back from staging (peers write them into every rank's region OUT) */
   int64_t n = 1 << 20;
   const size_t off = 64u << 10;
   memset(stats->log, 0, sizeof stats->log);
@@ -78,7 +78,8 @@ static void registered_child(report_t *rep, const collgen_unique_id_t *id, int r
   rc = collgen_rank_allreduce_sum(c, COLLGEN_DTYPE_BF16, 1, &n, buf + off, out, 0, s);
   CHILD_CHECK(rep, rank, 6, rc == COLLGEN_OK, "registered call: %s", collgen_comm_last_error(c));
   CHILD_CHECK(rep, rank, 7, stats->launches == 1 && stats->copies == 1 &&
-              strstr(stats->log[0].kernel, "twoshot") && reads_registered(&stats->log[0], h, off),
+              strstr(stats->log[0].kernel, "twoshot") && reads_registered(&stats->log[0], h, off) &&
+              (uintptr_t)stats->log[0].params.out[peer] == c->staging[peer] + c->staging_bytes / 2,
               "registered call: %ld launches, %ld copies, %s, in %p %p", stats->launches,
               stats->copies, stats->log[0].kernel, stats->log[0].params.in[0],
               stats->log[0].params.in[1]);

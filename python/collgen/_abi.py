@@ -29,7 +29,8 @@ class Plan(ctypes.Structure):
     """collgen_plan_t"""
     _fields_ = [("kernel", c_char * 96), ("algo", c_char * 16), ("canonical", c_char * 256),
                 ("group", c_int), ("vec", c_int), ("block", c_int), ("grid", c_int),
-                ("items", c_int), ("cols", c_int64)]
+                ("items", c_int), ("cols", c_int64), ("peer_reads", c_uint),
+                ("peer_writes", c_uint), ("copy_from", c_int), ("copy_to", c_int)]
 
 
 class ShapeClass(ctypes.Structure):
