@@ -40,3 +40,9 @@ int collgen__shape_product(const int64_t *dims, int lo, int hi, int64_t *out) {
   *out = n;
   return 0;
 }
+
+void collgen__scatter_chunk(int64_t n, int g, int i, int64_t *start, int64_t *count) {
+  const int64_t each = n / g, extra = n % g;
+  *count = each + (i < extra ? 1 : 0);
+  *start = (int64_t)i * each + (i < extra ? i : extra);
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "collgen.h"
+#include "shape.h"
 #include "driver.h"
 
 Test(api, status_codes_have_names_and_text) {
@@ -82,4 +83,26 @@ Test(api, missing_nvrtc_is_a_clear_error) {
   int major, minor;
   cr_expect_eq(collgen_nvrtc_version(&major, &minor), COLLGEN_ERR_NO_NVRTC);
   collgen_generator_destroy(g);
+}
+
+/* The scatter rule of the reduce-scatter ops: contiguous chunks in group
+** rank order covering every row, the first n % g one row longer. */
+Test(api, scatter_chunks_cover_the_rows_in_order) {
+  for (int64_t n = 0; n <= 40; ++n)
+    for (int g = 1; g <= 8; ++g) {
+      int64_t next = 0;
+      for (int i = 0; i < g; ++i) {
+        int64_t start = -1, count = -1;
+        collgen__scatter_chunk(n, g, i, &start, &count);
+        cr_assert_eq(start, next, "n %lld g %d rank %d starts at %lld", (long long)n, g, i,
+                     (long long)start);
+        cr_assert_eq(count, n / g + (i < n % g), "n %lld g %d rank %d has %lld rows",
+                     (long long)n, g, i, (long long)count);
+        next += count;
+      }
+      cr_assert_eq(next, n);
+    }
+  int64_t start = 0, count = 0;
+  collgen__scatter_chunk((int64_t)1 << 40, 7, 6, &start, &count);
+  cr_assert_eq(start + count, (int64_t)1 << 40);
 }
