@@ -802,6 +802,14 @@ static void destroy_before_graph_child(rank_report *rep, const collgen_unique_id
                                        int nranks, int rank, uint64_t seed) {
   rank_ctx x;
   rank_open(&x, rep, id, nranks, rank, 20000);
+  /* The graph's owner holds its own reference to the context the graph
+  ** lives in (as torch does): the communicator releases only its own, and
+  ** a graph destroyed after its context was gone hangs in the driver. */
+  CUdevice dev;
+  CUcontext own;
+  RANK_CHECK(rep, rank, collgen__cu.cuDeviceGet(&dev, rank % (gpu_count() >= 2 ? 2 : 1)) ==
+             CUDA_SUCCESS && collgen__cu.cuDevicePrimaryCtxRetain(&own, dev) == CUDA_SUCCESS,
+             "retain the context");
   int64_t n = 4097;
   CUgraph g;
   CUgraphExec ge;
@@ -819,7 +827,8 @@ static void destroy_before_graph_child(rank_report *rep, const collgen_unique_id
   double ms = collgen__now_ms() - t0;
   RANK_CHECK(rep, rank, ms < 1000.0, "destroy with a live graph took %.0f ms", ms);
   RANK_CHECK(rep, rank, collgen__cu.cuGraphExecDestroy(ge) == CUDA_SUCCESS &&
-             collgen__cu.cuGraphDestroy(g) == CUDA_SUCCESS, "graph destroy");
+             collgen__cu.cuGraphDestroy(g) == CUDA_SUCCESS &&
+             collgen__cu.cuDevicePrimaryCtxRelease(dev) == CUDA_SUCCESS, "graph destroy");
   fprintf(stderr, "destroy: rank %d, %s path, live graph: destroy returned in %.1f ms\n", rank,
           route == ROUTE_AUTO ? "P2P" : "NCCL", ms);
   _exit(0);
