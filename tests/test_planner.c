@@ -129,7 +129,7 @@ Test(planner, copy_only_dtypes_refused_by_computing_ops) {
       char want[200];
       snprintf(want, sizeof want,
                "planner: %s computes on elements: %s is a copy-only dtype (only the ops that "
-               "move bits take it: none yet)", op_names[o], copy_only[d].name);
+               "move bits take it: broadcast)", op_names[o], copy_only[d].name);
       collgen_shape_t s;
       collgen_plan_t p;
       collgen_shape_init(&s, ops[o]);
