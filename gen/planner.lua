@@ -109,9 +109,8 @@ end
 local FP8_OPS = { allreduce_residual_rmsnorm = true }
 
 -- The ops that only move bits, never compute on elements: the only ones
--- that take a copy-only dtype (a catalog dtype without acc_type). None yet;
--- all_gather and broadcast will be.
-local BITS_ONLY_OPS = {}
+-- that take a copy-only dtype (a catalog dtype without acc_type).
+local BITS_ONLY_OPS = { broadcast = true }
 
 local function bits_only_names()
   local t = {}
@@ -314,12 +313,34 @@ local function plan_allreduce_residual_rmsnorm(s)
   }
 end
 
+-- broadcast: after a barrier every non-root rank pulls the root's input
+-- into its own output (16-byte vectors when every pointer is aligned, a
+-- scalar tail), the root copies input to output unless in place; a
+-- closing barrier keeps the root's input until the peers are done. One
+-- kernel per group size and vector width; a group of one is a copy.
+local function plan_broadcast(s)
+  local esize = DTYPES[s.dtype].bytes
+  local g = s.group_size
+  if s.elems < 0 then fail("elems must be >= 0") end
+  local vec = s.aligned16 and (16 // esize) or 1
+  local copy = g == 1 and { from = "input", to = "output" } or nil
+  local block = 512
+  return {
+    op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = vec,
+    block = block, grid = clamp(ceil_div(ceil_div(s.elems, vec), block), 1, grid_cap(s)),
+    cols = 0, items = 0, fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_broadcast_%s_g%d_v%d", s.dtype, g, vec),
+    peer_reads = copy and {} or { "input" }, peer_writes = {}, copy = copy,
+  }
+end
+
 -- One planning function per op of the catalog; an op without one is an
 -- error when the generator starts, not when a call arrives.
 local PLANNERS = {
   allreduce_sum = plan_allreduce,
   allgather_rmsnorm = plan_allgather_rmsnorm,
   allreduce_residual_rmsnorm = plan_allreduce_residual_rmsnorm,
+  broadcast = plan_broadcast,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -353,6 +374,7 @@ local VARIANT_AXES = {
   allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },
   allreduce_residual_rmsnorm = { size = "rows", thresholds = { ll_max_rows, oneshot_max_rows },
                                  per_cols = true },
+  broadcast = { size = "elems", thresholds = {} },
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end

@@ -89,15 +89,8 @@ int collgen_rank_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int ran
   /* Calls larger than a staging region run as consecutive pieces of
   ** elements. The driver checks everything else (it also reports a bad
   ** shape). */
-  int64_t n = 0;
-  const int esize = collgen__dtype_bytes(dtype);
-  collgen__rank_pieces pieces = {.peer_role = ROLE_input, .stride = {esize, esize}};
-  const int cut = c && c->self >= 0 && shape && rank >= 1 && rank <= 8 && esize != 0 &&
-                  collgen__shape_product(shape, 0, rank, &n) == 0 &&
-                  (uint64_t)n * (uint64_t)esize > c->staging_bytes / 2;
-  if (cut) {
-    pieces.units = n;
-    pieces.piece = (int64_t)(c->staging_bytes / 2 / 16 * 16) / esize;
-  }
+  collgen__rank_pieces pieces;
+  const int cut = collgen__rank_elem_pieces(c, dtype, shape, rank, ROLE_input, ROLE_output,
+                                            &pieces);
   return collgen__rank_run(c, &call, shape, mine, stream, cut ? &pieces : NULL);
 }

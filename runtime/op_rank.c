@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "op_runtime.h"
+#include "shape.h"
 
 /* This rank's buffers of one call: one array per role with only slot
 ** `self` set. */
@@ -63,4 +64,21 @@ int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *sha
     if (rc != COLLGEN_OK) return rc;
   }
   return COLLGEN_OK;
+}
+
+int collgen__rank_elem_pieces(const collgen_comm_t *c, collgen_dtype_t dtype,
+                              const int64_t *shape, int rank, int input_role, int output_role,
+                              collgen__rank_pieces *p) {
+  int64_t n = 0;
+  const int esize = collgen__dtype_bytes(dtype);
+  memset(p, 0, sizeof *p);
+  if (!c || c->self < 0 || !shape || rank < 1 || rank > 8 || esize == 0 ||
+      collgen__shape_product(shape, 0, rank, &n) != 0 ||
+      (uint64_t)n * (uint64_t)esize <= c->staging_bytes / 2)
+    return 0;
+  p->peer_role = input_role;
+  p->stride[input_role] = p->stride[output_role] = esize;
+  p->units = n;
+  p->piece = (int64_t)(c->staging_bytes / 2 / 16 * 16) / esize;
+  return 1;
 }

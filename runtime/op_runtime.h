@@ -247,6 +247,15 @@ typedef struct {
                              registrations before the first piece runs */
 } collgen__rank_pieces;
 
+/* For an elementwise op whose ranks all hold `shape` (tensor rank `rank`,
+** roles input and output advancing by the element): 1 with *p set to cut
+** the call into pieces of half the staging area (16-byte multiples) when
+** it exceeds that, peer_role being the role peers read; 0 (one call) when
+** it fits or the arguments are bad (the driver then reports them). */
+int collgen__rank_elem_pieces(const collgen_comm_t *c, collgen_dtype_t dtype,
+                              const int64_t *shape, int rank, int input_role, int output_role,
+                              collgen__rank_pieces *p);
+
 /* Runs a collgen_rank_* call: `call` holds the op, dtype, tensor rank,
 ** scalars, unused_roles and group size; every rank holds `shape` (NULL:
 ** call->shapes is every rank's already); mine[k] is this rank's buffer of

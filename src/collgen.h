@@ -130,7 +130,8 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
   XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1)                   \
   XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2)   \
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
-     "allreduce_residual_rmsnorm.cu.tpl", 2)
+     "allreduce_residual_rmsnorm.cu.tpl", 2)                                  \
+  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)
 
 typedef enum {
 #define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank) COLLGEN_OP_##NAME = value,
@@ -579,6 +580,19 @@ COLLGEN_API int collgen_allreduce_residual_rmsnorm_fp8(
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams);
 
+/* broadcast: `root` is a group rank (0..group_size-1, the same for every
+** group); the root's inputs[] (same shape on every rank of the group) goes
+** to every rank's outputs[] of its group, bit-exact. Takes every dtype,
+** copy-only ones included. Non-root inputs are not read (their entries
+** may be NULL). The root's output may be its input (in place); another
+** rank's output may overlap nothing it is given. A root outside
+** 0..group_size-1 is COLLGEN_ERR_INVALID_ARG before anything is launched.
+** A group of one is a copy. Zero elements: success, no launch. */
+COLLGEN_API int collgen_broadcast(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                  const int64_t *const *shapes, const void *const *inputs,
+                                  void *const *outputs, int root, int group_size,
+                                  const collgen_stream_t *streams);
+
 /* ---- One process per GPU: the unique id ------------------------------ */
 
 /* Bytes of a unique id, and characters of its text form (lower-case hex,
@@ -699,6 +713,18 @@ COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm_fp8(
     const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
     const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
     float static_scale, int group_size, collgen_stream_t stream);
+
+/* broadcast on a communicator of collgen_comm_init_rank: this rank gives
+** its input (read on the root only; may be NULL elsewhere), output and
+** stream; `shape` is the shape every rank of the group holds. Same
+** semantics, checks, error codes and bits as collgen_broadcast. The root's
+** input is copied into its staging area (or read where it is when it lies
+** in a registered buffer: then every rank must pass its input at the same
+** offset of that registration, the symmetric contract); calls larger than
+** half the staging area run as consecutive pieces. */
+COLLGEN_API int collgen_rank_broadcast(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                       const int64_t *shape, const void *input, void *output,
+                                       int root, int group_size, collgen_stream_t stream);
 
 /* A user buffer registered with collgen_register_buffer. */
 typedef struct collgen_buffer collgen_buffer_t;

@@ -89,7 +89,8 @@
   ** (moving them made two LL allreduce kernels spill on sm_80) */            \
   F(float, static_scale, , "FP8 static output: normed is divided by it")           \
   F(float *, row_scales, ,                                                         \
-    "FP8 dynamic output: this rank's scale of each row")
+    "FP8 dynamic output: this rank's scale of each row")                    \
+  F(unsigned int, root, , "broadcast: the group rank that sends")
 
 /* One rank's signal buffer (docs/signals.md). Peer slots are indexed by
 ** communicator rank. */

@@ -438,6 +438,67 @@ static void residual_rmsnorm_fp8_cases(bad_env *e) {
 #undef RQ_OK
 }
 
+/* broadcast with per-rank shapes and buffers. */
+static int bc(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
+              const void *in0, const void *in1, void *out0, void *out1, int root, int group) {
+  const int64_t *shapes[2] = {s0, s1};
+  const void *in[2] = {in0, in1};
+  void *out[2] = {out0, out1};
+  return collgen_broadcast(e->c, dt, rank, shapes, in, out, root, group, e->streams);
+}
+
+static void broadcast_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16, F64 = COLLGEN_DTYPE_F64;
+  int64_t n[1] = {1000}, m[1] = {999}, negd[1] = {-4}, big[1] = {COLLGEN_MAX_ELEMS + 1};
+  const int64_t *shapes[2] = {n, n};
+  const void *in[2] = {IN(0), IN(1)};
+  void *out[2] = {OUT(0), OUT(1)};
+  collgen_stream_t *s = e->streams;
+  CASE_TLS("broadcast comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_broadcast(NULL, BF, 1, shapes, in, out, 0, 0, s));
+  CASE("broadcast root -1", COLLGEN_ERR_INVALID_ARG, "root -1 is not a group rank (0..1)",
+       bc(e, BF, 1, n, n, AR_OK_BUFS, -1, 0));
+  CASE("broadcast root 2 of 2", COLLGEN_ERR_INVALID_ARG, "root 2 is not a group rank (0..1)",
+       bc(e, BF, 1, n, n, AR_OK_BUFS, 2, 0));
+  CASE("broadcast root 1, groups of one", COLLGEN_ERR_INVALID_ARG,
+       "root 1 is not a group rank (0..0)", bc(e, BF, 1, n, n, AR_OK_BUFS, 1, 1));
+  CASE("broadcast root 5, zero elements", COLLGEN_ERR_INVALID_ARG, "root 5 is not a group rank",
+       bc(e, BF, 1, (int64_t[1]){0}, (int64_t[1]){0}, AR_OK_BUFS, 5, 0));
+  CASE("broadcast dtype 9", COLLGEN_ERR_INVALID_ARG, "unknown dtype 9",
+       bc(e, (collgen_dtype_t)9, 1, n, n, AR_OK_BUFS, 0, 0));
+  CASE("broadcast tensor rank 0", COLLGEN_ERR_INVALID_ARG, "tensor rank 1..8",
+       bc(e, BF, 0, n, n, AR_OK_BUFS, 0, 0));
+  CASE("broadcast shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_broadcast(e->c, BF, 1, NULL, in, out, 0, 0, s));
+  CASE("broadcast streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_broadcast(e->c, BF, 1, shapes, in, out, 0, 0, NULL));
+  CASE("broadcast inputs NULL", COLLGEN_ERR_INVALID_ARG, "input array",
+       collgen_broadcast(e->c, BF, 1, shapes, NULL, out, 0, 0, s));
+  CASE("broadcast outputs NULL", COLLGEN_ERR_INVALID_ARG, "output array",
+       collgen_broadcast(e->c, BF, 1, shapes, in, NULL, 0, 0, s));
+  CASE("broadcast shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       bc(e, BF, 1, n, m, AR_OK_BUFS, 0, 0));
+  CASE("broadcast negative dimension", COLLGEN_ERR_INVALID_ARG, "negative dimension",
+       bc(e, BF, 1, negd, negd, AR_OK_BUFS, 0, 0));
+  CASE("broadcast 2^40 + 1 elements", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
+       bc(e, BF, 1, big, big, AR_OK_BUFS, 0, 0));
+  CASE("broadcast group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
+       bc(e, BF, 1, n, n, AR_OK_BUFS, 0, 3));
+  CASE("broadcast root's input NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 1 is NULL",
+       bc(e, BF, 1, n, n, IN(0), NULL, OUT(0), OUT(1), 1, 0));
+  CASE("broadcast output of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "output of rank 0 is NULL",
+       bc(e, BF, 1, n, n, NULL, IN(1), NULL, OUT(1), 1, 0));
+  CASE("broadcast f64 output at +4 bytes", COLLGEN_ERR_ALIGNMENT, "not aligned to its 8-byte",
+       bc(e, F64, 1, n, n, IN(0), IN(1), AT(OUT(0), 4), OUT(1), 0, 0));
+  CASE("broadcast f64 root input at +4 bytes", COLLGEN_ERR_ALIGNMENT, "input of rank 0",
+       bc(e, F64, 1, n, n, AT(IN(0), 4), NULL, OUT(0), OUT(1), 0, 0));
+  CASE("broadcast root's output 16 bytes into its input", COLLGEN_ERR_INVALID_ARG,
+       "only exact in-place is allowed",
+       bc(e, BF, 1, n, n, IN(0), NULL, AT(IN(0), 16), OUT(1), 0, 0));
+  CASE("broadcast groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps", bc(e, BF, 1, n, n, IN(0), IN(1), OUT(0), AT(IN(1), 2), 0, 1));
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
@@ -445,5 +506,6 @@ int bad_inputs_run(bad_env *e, int ndevices) {
   rmsnorm_cases(e);
   residual_rmsnorm_cases(e);
   residual_rmsnorm_fp8_cases(e);
+  broadcast_cases(e);
   return ncases;
 }

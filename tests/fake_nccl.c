@@ -159,6 +159,12 @@ int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct 
   return start_work(comm);
 }
 
+int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int root,
+                  struct fake_comm *comm, void *stream) {
+  record("ncclBroadcast", send, recv, count, dtype, -1, root, comm, stream);
+  return start_work(comm);
+}
+
 int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_comm *comm,
              void *stream) {
   group_comm = comm;

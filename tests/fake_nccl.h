@@ -9,7 +9,7 @@
 #define FAKE_NCCL_MAX_CALLS 64
 
 /* One data call (ncclAllReduce, ncclAllGather, ncclSend, ncclRecv,
-** ncclGroupStart, ncclGroupEnd), as made. */
+** ncclGroupStart, ncclGroupEnd, ncclBroadcast: peer is its root), as made. */
 typedef struct {
   char fn[24];
   const void *send;

@@ -462,6 +462,67 @@ static void graph_norm_ops(rank_ctx *x, uint64_t seed) {
   }
 }
 
+/* One checked broadcast from group rank `root` of all ranks: fresh inputs
+** on every rank (seed; the non-roots pass NULL when the seed is odd),
+** poisoned output (the root's is its input when `inplace`), every rank's
+** output the root's bytes. With x->replay set, the captured call runs. */
+static void bcast_round(rank_ctx *x, collgen_dtype_t dt, int64_t n, int root, int inplace,
+                        uint64_t seed) {
+  const size_t bytes = (size_t)n * (size_t)collgen__dtype_bytes(dt);
+  const int me_root = x->rank == root;
+  make_inputs(dt, n, x->nranks, seed, x->host);
+  void *out = inplace && me_root ? x->in : x->out;
+  DEV_CHECK(x, collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], bytes) == COLLGEN_OK,
+            "upload");
+  if (out != x->in)
+    DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, out, 0xff, bytes) == COLLGEN_OK, "poison");
+  int rc = x->replay ? graph_replay(x)
+                     : collgen_rank_broadcast(x->c, dt, 1, &n,
+                                              me_root || !(seed & 1) ? x->in : NULL, out, root,
+                                              0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "broadcast dtype %d n %lld root %d: %s", (int)dt,
+             (long long)n, root, collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS, "sync");
+  RANK_CHECK(x->rep, x->rank, collgen_comm_check(x->c) == COLLGEN_OK, "check: %s",
+             collgen_comm_last_error(x->c));
+  const void *src[1] = {x->host[root]};
+  void *dst[1] = {x->want};
+  collgen__ref_broadcast(dt, n, 1, 0, src, dst);
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, out, bytes) == COLLGEN_OK, "download");
+  size_t i = 0;
+  while (i < bytes && ((unsigned char *)x->got)[i] == ((unsigned char *)x->want)[i]) ++i;
+  RANK_CHECK(x->rep, x->rank, i == bytes,
+             "broadcast dtype %d n %lld root %d inplace %d graph %d: byte %zu of %zu differs",
+             (int)dt, (long long)n, root, inplace, x->replay != NULL, i, bytes);
+}
+
+/* broadcast: sizes up to past half the staging area (pieces), both ends as
+** root, in place on the root; then a captured call replayed on new data. */
+static void bcast_rounds(rank_ctx *x, uint64_t seed) {
+  static const int64_t sizes[] = {1, 4097, 65536 + 3, 5 << 20};
+  static const collgen_dtype_t types[] = {COLLGEN_DTYPE_I64, COLLGEN_DTYPE_BF16,
+                                          COLLGEN_DTYPE_F64, COLLGEN_DTYPE_U8};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; ++k)
+    for (int end = 0; end < 2; ++end)
+      bcast_round(x, types[k], sizes[k], end ? x->nranks - 1 : 0, end, seed + 2 * k + end);
+  int64_t n = 100003;
+  bcast_round(x, COLLGEN_DTYPE_BF16, n, 1, 0, seed + 41); /* loads the kernel first */
+  CUgraph g;
+  CUgraphExec ge;
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture((CUstream)x->s,
+             CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+  int rc = collgen_rank_broadcast(x->c, COLLGEN_DTYPE_BF16, 1, &n, x->in, x->out, 1, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured broadcast: %s",
+             collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &g) == CUDA_SUCCESS &&
+             collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+  x->replay = ge;
+  for (int i = 0; i < 3; ++i) bcast_round(x, COLLGEN_DTYPE_BF16, n, 1, 0, seed + 50 + 2 * i);
+  x->replay = NULL;
+  collgen__cu.cuGraphExecDestroy(ge);
+  collgen__cu.cuGraphDestroy(g);
+}
+
 static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
                        uint64_t seed) {
   rank_ctx x;
@@ -489,6 +550,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
       for (int inplace = 0; inplace < 2; ++inplace)
         rank_round(&x, dts[d], RANK_SIZES[k], inplace, seed + 1000 * ++round, NULL);
   graph_rounds(&x, seed);
+  bcast_rounds(&x, seed + 7777);
   rank_close(&x);
   _exit(0);
 }

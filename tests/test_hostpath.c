@@ -804,3 +804,66 @@ Test(hostpath, prepare_loads_ahead_so_calls_load_nothing) {
   }
   collgen_comm_destroy(c);
 }
+
+/* broadcast: every rank launched once with the planned kernel; the
+** parameters carry every rank's pointers and the root (non-root inputs may
+** be NULL); groups of one copy the root's input (nothing in place); zero
+** elements launch nothing; a copy-only dtype (i64) is taken. */
+Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  int64_t shape[1] = {1000}, zero[1] = {0};
+  const int64_t *shapes[4] = {shape, shape, shape, shape}, *zshapes[4] = {zero, zero, zero, zero};
+  void *in[4], *out[4];
+  uint64_t seed = tu_rand() | 1;
+  for (int r = 0; r < 4; ++r) {
+    in[r] = poisoned(8000);
+    out[r] = poisoned(8000);
+    collgen__ref_fill_random(COLLGEN_DTYPE_I64, in[r], 1000, &seed);
+  }
+  const void *only_roots[4] = {NULL, in[1], NULL, in[3]}; /* root 1 of each group of 2 */
+  collgen_stream_t streams[4];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, only_roots, out, 1, 2, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->wrong_context, 0);
+  for (int r = 0; r < 4; ++r) {
+    const collgen__kparams *kp = &stats->log[r].params;
+    cr_expect_str_eq(stats->log[r].kernel, "collgen_broadcast_i64_g2_v2");
+    cr_expect_eq(kp->root, 1u);
+    cr_expect_eq(kp->count, 1000ull);
+    cr_expect_eq(kp->rank, (unsigned)(r % 2));
+    cr_expect_eq(kp->in[1], in[r / 2 * 2 + 1], "rank %d: the root's input", r);
+    cr_expect_null(kp->in[0]);
+    cr_expect_eq(kp->out[0], out[r / 2 * 2]);
+    cr_expect_eq(kp->out[1], out[r / 2 * 2 + 1]);
+  }
+  /* unaligned: the scalar kernel */
+  void *odd[4] = {(char *)out[0] + 8, out[1], out[2], out[3]};
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, only_roots, odd, 1, 2, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_str_eq(stats->log[4].kernel, "collgen_broadcast_i64_g2_v1");
+  cr_expect_str_eq(stats->log[6].kernel, "collgen_broadcast_i64_g2_v2", "per group");
+  /* groups of one: a copy of each rank's own input */
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, (const void *const *)in, out, 0,
+                                 1, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 4);
+  for (int r = 0; r < 4; ++r) cr_expect(memcmp(out[r], in[r], 8000) == 0, "rank %d", r);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, (const void *const *)in, in, 0,
+                                 1, streams), COLLGEN_OK);
+  cr_expect_eq(stats->copies, 4, "in place: nothing to do");
+  cr_expect_eq(collgen_broadcast(c, COLLGEN_DTYPE_U8, 1, zshapes, only_roots, out, 3, 4, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 4);
+  for (int r = 0; r < 4; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+}

@@ -141,6 +141,20 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
               l->params.rank == 0,
               "fused: %s, %ld calls, %ld launches", collgen_comm_last_error(c), nc->calls,
               stats->launches);
+  /* broadcast: one ncclBroadcast with the root (the group rank); the
+  ** non-root rank's input is not given; an i64 call moves NCCL int64 */
+  reset();
+  rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_I64, 1, &n, rank == 1 ? in : NULL, out, 1, 0, s);
+  CHILD_CHECK(rep, rank, 17, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclBroadcast", rank == 1 ? in : NULL, out, 5000, 4, 1, s) &&
+              stats->launches == 0 && stats->copies == 0,
+              "broadcast: %s; %ld NCCL calls (%s count %zu type %d root %d)",
+              collgen_comm_last_error(c), nc->calls, nc->log[0].fn, nc->log[0].count,
+              nc->log[0].dtype, nc->log[0].peer);
+  reset();
+  rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 2, 0, s);
+  CHILD_CHECK(rep, rank, 18, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0,
+              "broadcast root 2 of 2: %s", collgen_status_name(rc));
   /* prepare loads the local kernel of an NCCL-routed group: the call then
   ** loads nothing */
   collgen_shape_t sh;

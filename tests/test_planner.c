@@ -129,7 +129,7 @@ Test(planner, copy_only_dtypes_refused_by_computing_ops) {
       char want[200];
       snprintf(want, sizeof want,
                "planner: %s computes on elements: %s is a copy-only dtype (only the ops that "
-               "move bits take it: none yet)", op_names[o], copy_only[d].name);
+               "move bits take it: broadcast)", op_names[o], copy_only[d].name);
       collgen_shape_t s;
       collgen_plan_t p;
       collgen_shape_init(&s, ops[o]);
@@ -529,4 +529,58 @@ Test(planner, plans_say_what_the_runtime_needs) {
     cr_expect_eq(p.peer_writes, 0u, "%s", p.kernel);
     cr_expect_eq(p.copy_from, -1, "%s", p.kernel);
   }
+}
+
+/* broadcast: one pull kernel per group size and vector width (16-byte
+** vectors of any element size when aligned); every dtype, copy-only ones
+** included; peers read the input only; a group of one copies input into
+** output; in place and the call size change no kernel. */
+Test(planner, broadcast_plans_and_variants) {
+  static const struct { collgen_dtype_t dt; const char *name; int vec; } dts[] = {
+      {COLLGEN_DTYPE_BF16, "bf16", 8}, {COLLGEN_DTYPE_F32, "f32", 4}, {COLLGEN_DTYPE_U8, "u8", 16},
+      {COLLGEN_DTYPE_I16, "i16", 8},   {COLLGEN_DTYPE_I64, "i64", 2}, {COLLGEN_DTYPE_F64, "f64", 2}};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; ++d)
+    for (int aligned = 0; aligned <= 1; ++aligned) {
+      collgen_shape_t s;
+      collgen_plan_t p;
+      collgen_shape_init(&s, COLLGEN_OP_BROADCAST);
+      s.dtype = dts[d].dt;
+      s.ngpus = 4;
+      s.elems = 1000003;
+      s.aligned16 = aligned;
+      s.inplace = 1;
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+      char want[96];
+      snprintf(want, sizeof want, "collgen_broadcast_%s_g4_v%d", dts[d].name,
+               aligned ? dts[d].vec : 1);
+      cr_expect_str_eq(p.kernel, want);
+      cr_expect_str_eq(p.algo, "pull");
+      cr_expect_eq(p.peer_reads, 1u, "%s: peers read the input", p.kernel);
+      cr_expect_eq(p.peer_writes, 0u);
+      cr_expect_eq(p.copy_from, -1);
+      const int64_t vecs = (1000003 + p.vec - 1) / p.vec, blocks = (vecs + 511) / 512;
+      cr_expect_eq(p.grid, blocks < 128 ? blocks : 128, "%s: a vector per thread, capped",
+                   p.kernel);
+      s.elems = 0;
+      cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "a zero-size call plans (copy-only probe)");
+      cr_expect_eq(p.grid, 1);
+      s.group_size = 1;
+      s.elems = 10;
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+      cr_expect_eq(p.copy_from, 0, "a group of one copies input ...");
+      cr_expect_eq(p.copy_to, 1, "... into output");
+      cr_expect_eq(p.peer_reads | p.peer_writes, 0u);
+    }
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_BROADCAST;
+  cls.dtype = COLLGEN_DTYPE_U8;
+  cls.ngpus = 8;
+  snprintf(cls.arch, sizeof cls.arch, "sm_90");
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(gen));
+  cr_expect_eq(count, 6, "groups of 2, 4, 8 (one is a copy) x aligned or not: %d", count);
+  free(shapes);
 }

@@ -3,12 +3,13 @@
 ** pregen of a small matrix (the built CLI, a temp cache), every call shape
 ** of that matrix is served from disk in a process where NVRTC cannot be
 ** loaded. "Every call shape" is a dense sweep chosen without asking the
-** planner: allreduce elems 0..300, every value near each power of two up
-** to 2^40 and near the LL limit, random sizes up to 2^40; the RMSNorm ops'
-** rows 0..600, near powers of two and the LL row limit of each cols, random
-** up to 2^40 elements; each aligned or not, in place or not, every group
-** size dividing ngpus (allreduce over groups of one is a copy in the
-** runtime, so none), several grid caps; allreduce_residual_rmsnorm with
+** planner: allreduce and broadcast elems 0..300, every value near each
+** power of two up to 2^40 and near the LL limit, random sizes up to 2^40;
+** the RMSNorm ops' rows 0..600, near powers of two and the LL row limit of
+** each cols, random up to 2^40 elements; each aligned or not, in place or
+** not, every group size dividing ngpus (both elementwise ops over groups of
+** one are a copy in the runtime, so none), several grid caps;
+** allreduce_residual_rmsnorm with
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
 ** would only lengthen the test). The same holds for a pregenerated cache
@@ -31,7 +32,7 @@
 #include "test_util.h"
 
 #define MATRIX_ARGS                                                            \
-  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm " \
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast " \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -200,16 +201,19 @@ static int run_sweep(FILE *report, int read_only) {
     int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
     int64_t ll_elems = (int64_t)COLLGEN_LL_LINES * 8 / esize;
     int nelems = sweep_sizes(300, 8, ll_elems, MAX_SIZE, sizes);
-    for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
-      for (int g = 2; g <= NGPUS[k]; ++g) {
-        if (NGPUS[k] % g) continue;
-        collgen_shape_t base;
-        collgen_shape_init(&base, COLLGEN_OP_ALLREDUCE_SUM);
-        base.dtype = DTYPES[d];
-        base.ngpus = NGPUS[k];
-        base.group_size = g;
-        sweep_allreduce(s, base, sizes, nelems);
-      }
+    /* the ops over elements: allreduce_sum, broadcast (groups of one copy) */
+    static const collgen_op_t elem_ops[] = {COLLGEN_OP_ALLREDUCE_SUM, COLLGEN_OP_BROADCAST};
+    for (size_t o = 0; o < sizeof elem_ops / sizeof elem_ops[0]; ++o)
+      for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+        for (int g = 2; g <= NGPUS[k]; ++g) {
+          if (NGPUS[k] % g) continue;
+          collgen_shape_t base;
+          collgen_shape_init(&base, elem_ops[o]);
+          base.dtype = DTYPES[d];
+          base.ngpus = NGPUS[k];
+          base.group_size = g;
+          sweep_allreduce(s, base, sizes, nelems);
+        }
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);
   sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);

@@ -117,6 +117,41 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   CHILD_CHECK(rep, rank, 28, stats->launches == launches && stats->copies == copies,
               "copy-only refusals launched %ld, copied %ld", stats->launches - launches,
               stats->copies - copies);
+  /* broadcast (root 0; rank 1 gives no input): the root stages its input
+  ** (one copy into its region IN), every rank's kernel reads it there; a
+  ** call larger than half the staging area runs as two pieces */
+  memset(stats, 0, sizeof *stats);
+  rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_I32, 1, &n_small, rank == 0 ? in : NULL, out, 0,
+                              0, s);
+  const collgen__kparams *bp = &stats->log[0].params;
+  CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == 1 &&
+              stats->copies == (rank == 0 ? 1 : 0) &&
+              strcmp(stats->log[0].kernel, "collgen_broadcast_i32_g2_v4") == 0 &&
+              bp->in[0] == (const void *)(uintptr_t)c->staging[0] && bp->root == 0 &&
+              bp->out[rank] == out && bp->count == 4096,
+              "broadcast: %s, %ld launches, %ld copies, %s, in[0] %p", collgen_comm_last_error(c),
+              stats->launches, stats->copies, stats->log[0].kernel, bp->in[0]);
+  CHILD_CHECK(rep, rank, 30, rank != 0 ||
+              memcmp((const void *)(uintptr_t)c->staging[0], in, 4 * 4096) == 0,
+              "the root's input was not staged");
+  memset(stats, 0, sizeof *stats);
+  int64_t n_bytes = (int64_t)(5u << 20); /* more than half of the 8 MiB staging area */
+  unsigned char *bin = aligned_alloc(256, (size_t)n_bytes), *bout = aligned_alloc(256, (size_t)n_bytes);
+  memset(bin, 0x5a, (size_t)n_bytes);
+  rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_U8, 1, &n_bytes, rank == 0 ? bin : NULL, bout, 0,
+                              0, s);
+  CHILD_CHECK(rep, rank, 31, rc == COLLGEN_OK && stats->launches == 2 &&
+              stats->copies == (rank == 0 ? 2 : 0) && stats->log[0].params.count == 4u << 20 &&
+              stats->log[1].params.count == 1u << 20 && stats->log[1].params.out[rank] ==
+              bout + (4u << 20),
+              "large broadcast: %s, %ld launches, %ld copies", collgen_comm_last_error(c),
+              stats->launches, stats->copies);
+  rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_U8, 1, &n_bytes, NULL, bout, 0, 0, s);
+  CHILD_CHECK(rep, rank, 32, rank != 0 || (rc == COLLGEN_ERR_INVALID_ARG &&
+                                           strstr(collgen_comm_last_error(c), "input of rank 0")),
+              "root without input: %s", collgen_comm_last_error(c));
+  free(bin);
+  free(bout);
   free(res);
   free(nrm);
   /* mode mismatch */

@@ -345,3 +345,28 @@ Test(reference, a_reduction_over_a_copy_only_dtype_aborts, .signal = SIGABRT) {
   const void *in[1] = {a};
   collgen__ref_allreduce(COLLGEN_DTYPE_I32, 4, 1, in, out);
 }
+
+/* Every rank gets the root's bytes (any dtype, copy-only too); the other
+** inputs are never read (NULL here); the root may be in place. */
+Test(reference, broadcast_copies_the_roots_bytes_only) {
+  uint64_t root_in[5] = {1, 0x8000000000000001ull, 3, ~0ull, 5};
+  uint64_t out1[5], out2[5], out3[5];
+  memset(out1, 0xA5, sizeof out1);
+  memset(out2, 0xA5, sizeof out2);
+  memset(out3, 0xA5, sizeof out3);
+  const void *in[3] = {NULL, root_in, NULL};
+  void *out[3] = {out1, root_in, out2};
+  collgen__ref_broadcast(COLLGEN_DTYPE_I64, 5, 3, 1, in, out);
+  cr_expect_eq(memcmp(out1, root_in, sizeof root_in), 0);
+  cr_expect_eq(memcmp(out2, root_in, sizeof root_in), 0);
+  uint8_t bytes[7] = {1, 2, 3, 4, 5, 6, 7}, got[8];
+  memset(got, 0xA5, sizeof got);
+  const void *in8[1] = {bytes};
+  void *out8[1] = {got};
+  collgen__ref_broadcast(COLLGEN_DTYPE_U8, 7, 1, 0, in8, out8);
+  cr_expect_eq(memcmp(got, bytes, 7), 0);
+  cr_expect_eq(got[7], 0xA5, "nothing past n elements is written");
+  void *out0[2] = {out3, out3};
+  collgen__ref_broadcast(COLLGEN_DTYPE_F64, 0, 2, 1, in, out0);
+  cr_expect_eq(out3[0], 0xA5A5A5A5A5A5A5A5ull, "zero elements write nothing");
+}

@@ -492,6 +492,35 @@ class Communicator:
         self._check(rc)
 
 
+    def broadcast(self, input, output, root=0, *, group_size=0, stream=None, dtype=None,
+                  shape=None):
+        """Copies group rank ``root``'s ``input`` into every ``output`` of its
+        group (each group of ``group_size`` ranks, 0 = all), bit-exact, any
+        dtype. Only the roots' inputs are read: the other entries may be
+        None (one process per GPU: ``input`` may be None off the root). The
+        root's output may be its input."""
+        r0 = c_int_arg(root, "root")
+        g = c_int_arg(group_size, "group_size")
+        outs = self._views(output, "output", dtype, shape, True)
+        dt, name = self._dtype(outs, dtype, "output")
+        size = [v.numel * dtype_bytes(name) for v in outs]
+        if self.is_local:
+            raw = [0 if v is None else v for v in self._per_rank(input, "input")]
+        else:
+            raw = 0 if input is None else input
+        ins = self._views(raw, "input", name, shape or outs[0].shape, False, size)
+        streams = self._streams(stream)
+        ndim = self._same_ndim(outs, "output")
+        arrays, sp = self._shape_arrays(outs, ndim)
+        if self.is_local:
+            rc = lib.collgen_broadcast(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
+                                       _ptrs([v.ptr for v in outs]), r0, g, _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_broadcast(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
+                                            outs[0].ptr, r0, g, streams[0])
+        self._check(rc)
+
+
 class _Dims:
     """A shape alone, where the library needs one that no buffer has (the
     peers' shards in all_gather_rmsnorm)."""

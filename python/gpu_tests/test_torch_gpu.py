@@ -182,6 +182,28 @@ def test_local_fused_add_rmsnorm(local, fp8):
     _same("normed", out[0])
 
 
+def test_local_broadcast(local):
+    n = local.nranks
+    for dtype, size in ((torch.bfloat16, 4097), (torch.int32, 1 << 18), (torch.uint8, 7)):
+        xs = ref.bit_inputs(5 + size, n, (size,), dtype)
+        for root in (0, n - 1):
+            got = local.broadcast(xs, root)
+            torch.cuda.synchronize()
+            for o in got:
+                assert torch.equal(o, xs[root])
+        halves = local.broadcast(xs, 1, group_size=2)
+        torch.cuda.synchronize()
+        for r, o in enumerate(halves):
+            assert torch.equal(o, xs[r // 2 * 2 + 1])
+        inplace = [x.clone() for x in xs]
+        assert local.broadcast(inplace, 0, out=inplace) is inplace
+        torch.cuda.synchronize()
+        for o in inplace:
+            assert torch.equal(o, xs[0])
+    with pytest.raises(collgen.InvalidArgument, match="root 9 is not a group rank"):
+        local.broadcast(xs, 9)
+
+
 def test_local_argument_checks(local):
     n = local.nranks
     x = torch.zeros(8, device=DEV, dtype=torch.bfloat16)

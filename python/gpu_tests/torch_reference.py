@@ -24,6 +24,21 @@ def inputs(seed, nranks, shape, dtype, device="cuda"):
             for _ in range(nranks)]
 
 
+def bit_inputs(seed, nranks, shape, dtype, device="cuda"):
+    """Every rank's input of a bits-moving op: random bytes viewed as
+    dtype (every bit pattern; bool as 0/1), the same for the same seed."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    if dtype is torch.bool:
+        return [torch.randint(0, 2, shape, generator=g, device=device).bool()
+                for _ in range(nranks)]
+    size = torch.empty((), dtype=dtype).element_size()
+    n = 1
+    for d in shape:
+        n *= d
+    return [torch.randint(0, 256, (n * size,), generator=g, device=device, dtype=torch.uint8)
+            .view(dtype).view(shape) for _ in range(nranks)]
+
+
 def poison_allocator(nbytes, device="cuda"):
     """Fills freed allocator blocks with NaN bytes, so outputs the op
     allocates start as garbage rather than as a previous result."""

@@ -158,6 +158,27 @@ def ops_scenario(comm):
                     ref.assert_fp8(normed, scales, exact, None if fp8 == "dynamic" else fp8, "fp8")
                 same_on_every_rank("fused_add_rmsnorm", *out)
 
+    for dtype, n in ((torch.bfloat16, 4097), (torch.uint8, 1 << 20), (torch.int64, 3),
+                     (torch.bool, 1000), (torch.float64, 65539)):
+        for root in sorted({0, WORLD - 1}):
+            seed += 1
+
+            @check(f"broadcast {dtype} n={n} root={root}")
+            def _():
+                xs = ref.bit_inputs(seed, WORLD, (n,), dtype)
+                ref.poison_allocator(n * 8)
+                got = comm.broadcast(xs[RANK], root)
+                inplace = xs[RANK].clone()
+                assert comm.broadcast(inplace, root, out=inplace) is inplace
+                torch.cuda.synchronize()
+                exact_equal(got, xs[root], "out allocated")
+                exact_equal(inplace, xs[root], "in place")
+                if WORLD >= 4:
+                    halves = comm.broadcast(xs[RANK], 1, group_size=2)
+                    torch.cuda.synchronize()
+                    exact_equal(halves, xs[RANK // 2 * 2 + 1], "groups of 2, root 1")
+                same_on_every_rank("broadcast", got)
+
     @check("registered buffer (empty) all_reduce")
     def _():
         n = 12345
@@ -294,6 +315,16 @@ def compile_scenario(comm):
                     err = (a.float() - b.float()).abs().max().item()
                     assert err <= 0.05 * b.float().abs().max().item() + 1e-3, err
                 same_on_every_rank(f"compiled step {step}", *[t.clone() for t in got])
+
+
+    @check("torch.compile(fullgraph=True) of broadcast (torch.ops.collgen.broadcast)")
+    def _():
+        torch._dynamo.reset()
+        fn = torch.compile(lambda x: comm.broadcast(x * 2, 1) + 1, fullgraph=True)
+        xs = ref.inputs(99, WORLD, (4097,), torch.bfloat16)
+        got = fn(xs[RANK])
+        torch.cuda.synchronize()
+        exact_equal(got, xs[1] * 2 + 1, "compiled broadcast")
 
 
 def faults_scenario():

@@ -65,6 +65,21 @@ def rq(e, x0, q0, sc0, ro0, gam0, fp8, eps=1e-6):
                                     shape=SH)
 
 
+def bc(e, dt, s0, s1, in0, in1, out0, out1, root=0, group=0):
+    """bad_inputs.c's bc(): broadcast, raw pointers with shape= when the
+    ranks' shapes are equal, else array-interface outputs of each shape."""
+    if s0 == s1:
+        return e.comm.broadcast([in0, in1], [out0, out1], root, group_size=group, dtype=dt,
+                                shape=s0)
+    return e.comm.broadcast([in0, in1], arrays([out0, out1], [s0, s1], dt), root,
+                            group_size=group, dtype=dt)
+
+
+def BC(e, dt=BF, root=0, group=0, s=(1000,)):
+    """bc() with valid buffers."""
+    return bc(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], root, group)
+
+
 def create(e, devices, **options):
     """Communicator(devices) with options, in the env's cache directory."""
     return collgen.Communicator(devices, cache_dir=e.cache_dir, **options)
@@ -169,6 +184,35 @@ CASES = [
      lambda e: ar(e, BF, (1000,), (1000,), e.IN[0], e.OUT[1] + 16, e.OUT[0], e.OUT[1])),
     ("groups of one: overlap still refused", INV, "partially overlaps",
      lambda e: ar(e, BF, (1000,), (1000,), e.IN[0], e.IN[1], e.IN[0] + 2, e.OUT[1], 1)),
+    # broadcast_cases
+    ("broadcast comm NULL (Python)", ValueError, "the communicator is closed",
+     lambda e: closed(e).broadcast(e.IN, e.OUT, 0, dtype=BF, shape=(1000,))),
+    ("broadcast root -1", INV, "root -1 is not a group rank (0..1)", lambda e: BC(e, root=-1)),
+    ("broadcast root 2 of 2", INV, "root 2 is not a group rank (0..1)", lambda e: BC(e, root=2)),
+    ("broadcast root 1, groups of one", INV, "root 1 is not a group rank (0..0)",
+     lambda e: BC(e, root=1, group=1)),
+    ("broadcast root 5, zero elements", INV, "root 5 is not a group rank",
+     lambda e: BC(e, root=5, s=(0,))),
+    ("broadcast dtype 9 (Python)", TypeError, "dtype must be a str", lambda e: BC(e, dt=9)),
+    ("broadcast tensor rank 0", INV, "tensor rank 1..8", lambda e: BC(e, s=())),
+    ("broadcast shapes differ", INV, "shapes differ",
+     lambda e: bc(e, BF, (1000,), (999,), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+    ("broadcast negative dimension (Python)", ValueError, "shape[0]: -4 is outside",
+     lambda e: BC(e, s=(-4,))),
+    ("broadcast 2^40 + 1 elements", INV, "COLLGEN_MAX_ELEMS", lambda e: BC(e, s=(MAX_ELEMS + 1,))),
+    ("broadcast group_size 3", INV, "group_size 3 does not divide", lambda e: BC(e, group=3)),
+    ("broadcast root's input NULL", INV, "input of rank 1 is NULL",
+     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], None, e.OUT[0], e.OUT[1], 1)),
+    ("broadcast output of rank 0 NULL", INV, "output of rank 0 is NULL",
+     lambda e: bc(e, BF, (1000,), (1000,), None, e.IN[1], 0, e.OUT[1], 1)),
+    ("broadcast f64 output at +4 bytes", ALIGN, "not aligned to its 8-byte",
+     lambda e: bc(e, "f64", (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0] + 4, e.OUT[1])),
+    ("broadcast f64 root input at +4 bytes", ALIGN, "input of rank 0",
+     lambda e: bc(e, "f64", (1000,), (1000,), e.IN[0] + 4, None, e.OUT[0], e.OUT[1])),
+    ("broadcast root's output 16 bytes into its input", INV, "only exact in-place is allowed",
+     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], None, e.IN[0] + 16, e.OUT[1])),
+    ("broadcast groups of one: overlap still refused", INV, "partially overlaps",
+     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0], e.IN[1] + 2, 0, 1)),
     # rmsnorm_cases (all_gather_rmsnorm)
     ("rmsnorm comm NULL (Python)", ValueError, "the communicator is closed",
      lambda e: closed(e).all_gather_rmsnorm(e.IN, e.GAM, e.NRM, e.RES, 1e-6, dtype=BF, shape=SH)),
@@ -325,6 +369,8 @@ INEXPRESSIBLE = {
     "residual_in array NULL", "normed array NULL", "residual_out array NULL",
     "residual op gammas NULL", "fp8 mode 7", "fp8 dynamic with a static scale",
     "normed_fp8 array NULL", "fp8 residual_out array NULL",
+    "broadcast shapes NULL", "broadcast streams NULL", "broadcast inputs NULL",
+    "broadcast outputs NULL",
 }
 
 

@@ -110,27 +110,37 @@ static double time_op(demo_ctx *d, int (*run)(demo_ctx *, void *), void *arg) {
   return m * 1000.0;
 }
 
+/* The ops over one bf16 vector per rank: allreduce_sum, or broadcast from
+** the last rank (`root` >= 0). */
 typedef struct {
   void *in[COLLGEN_MAX_DEVICES], *out[COLLGEN_MAX_DEVICES];
   int64_t shape[1];
+  int root;
 } ar_args;
 
 static int run_ar(demo_ctx *d, void *vp) {
   ar_args *a = vp;
   const int me = collgen__comm_self(d->comm); /* -1: this process drives every rank */
+  if (me >= 0 && a->root >= 0)
+    return collgen_rank_broadcast(d->comm, COLLGEN_DTYPE_BF16, 1, a->shape, a->in[me],
+                                  a->out[me], a->root, 0, d->streams[me]);
   if (me >= 0)
     return collgen_rank_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, a->shape, a->in[me],
                                       a->out[me], 0, d->streams[me]);
   const int64_t *shapes[COLLGEN_MAX_DEVICES];
   for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
+  if (a->root >= 0)
+    return collgen_broadcast(d->comm, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)a->in,
+                             a->out, a->root, 0, d->streams);
   return collgen_allreduce_sum(d->comm, COLLGEN_DTYPE_BF16, 1, shapes,
                                (const void *const *)a->in, a->out, 0, d->streams);
 }
 
-static int demo_allreduce(demo_ctx *d) {
+/* allreduce_sum (root -1) or broadcast from `root`, checked and timed. */
+static int demo_vector_op(demo_ctx *d, int root) {
   const int64_t n = AR_ELEMS;
   const size_t bytes = (size_t)n * 2;
-  ar_args a = {{0}, {0}, {n}};
+  ar_args a = {{0}, {0}, {n}, root};
   void *host_in[COLLGEN_MAX_DEVICES] = {0};
   void *expect = malloc(bytes), *got = malloc(bytes);
   int ok = expect && got;
@@ -148,7 +158,11 @@ static int demo_allreduce(demo_ctx *d) {
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
   int mismatches = 0;
   if (rc == COLLGEN_OK) {
-    collgen__ref_allreduce(COLLGEN_DTYPE_BF16, n, d->n, (const void *const *)host_in, expect);
+    if (root >= 0)
+      collgen__ref_broadcast(COLLGEN_DTYPE_BF16, n, 1, 0, (const void *const *)&host_in[root],
+                             &expect);
+    else
+      collgen__ref_allreduce(COLLGEN_DTYPE_BF16, n, d->n, (const void *const *)host_in, expect);
     for (int r = 0; r < d->n; ++r) {
       if (!local(d, r)) continue;
       collgen__dev_download(d->comm, r, got, a.out[r], bytes);
@@ -157,11 +171,12 @@ static int demo_allreduce(demo_ctx *d) {
   }
   double us = rc == COLLGEN_OK ? time_op(d, run_ar, &a) : -1;
   if (rc != COLLGEN_OK)
-    printf("  allreduce_sum      FAILED: %s: %s\n", collgen_status_name(rc),
-           collgen_comm_last_error(d->comm));
+    printf("  %-18s FAILED: %s: %s\n", root >= 0 ? "broadcast" : "allreduce_sum",
+           collgen_status_name(rc), collgen_comm_last_error(d->comm));
   else
-    printf("  allreduce_sum      bf16 x %lld elems on %d rank(s): %s, %.1f us (best of %d, "
-           "%.1f GB/s algbw)\n", (long long)n, d->n,
+    printf("  %-18s bf16 x %lld elems on %d rank(s)%s: %s, %.1f us (best of %d, "
+           "%.1f GB/s algbw)\n", root >= 0 ? "broadcast" : "allreduce_sum", (long long)n, d->n,
+           root >= 0 ? " from the last" : "",
            mismatches ? "MISMATCH vs CPU reference" : "bitwise equal to CPU reference", us,
            ITERS, (double)bytes / (us * 1e3));
   for (int r = 0; r < d->n; ++r) {
@@ -480,10 +495,11 @@ static int demo_residual_rmsnorm_fp8(demo_ctx *d) {
 
 /* Every op once, checked and timed; nonzero if any failed. */
 static int demo_ops(demo_ctx *d) {
-  int failed = demo_allreduce(d);
+  int failed = demo_vector_op(d, -1);
   failed |= demo_rmsnorm(d);
   failed |= demo_residual_rmsnorm(d);
   failed |= demo_residual_rmsnorm_fp8(d);
+  failed |= demo_vector_op(d, d->n - 1); /* broadcast */
   return failed;
 }
 

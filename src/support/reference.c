@@ -251,3 +251,10 @@ int collgen__ref_close(collgen_dtype_t dtype, double got, double exact) {
   double ulp = mag > 0 ? ldexp(1.0, ilogb(mag) - bits) : 0;
   return fabs(got - exact) <= ulps * ulp + 1e-7;
 }
+
+void collgen__ref_broadcast(collgen_dtype_t dtype, int64_t n, int group, int root,
+                            const void *const *in, void *const *out) {
+  const size_t bytes = (size_t)n * elem_bytes("collgen__ref_broadcast", dtype);
+  for (int g = 0; g < group; ++g)
+    if (out[g] != in[root]) memmove(out[g], in[root], bytes);
+}

@@ -99,6 +99,12 @@ int collgen__ref_fp8_row_ok(collgen_dtype_t dtype, const void *residual_out, con
                             collgen_fp8_mode_t mode, float static_scale, const uint8_t *q,
                             float scale, int64_t *bad_col);
 
+/* broadcast: out[g] = the bytes of in[root] (n elements of dtype, any
+** dtype of the catalog) for every g = 0..group-1; out[root] may be
+** in[root] (in place). The other ranks' inputs are never read. */
+void collgen__ref_broadcast(collgen_dtype_t dtype, int64_t n, int group, int root,
+                            const void *const *in, void *const *out);
+
 /* 1 / sqrt(mean(x^2) + eps) of row r of a [rows, cols] tensor, in double. */
 double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
                                   int64_t r, int64_t cols, float eps);

@@ -7,7 +7,8 @@
 ** checks collgen's result against the CPU reference (a wrong answer fails
 ** the run), then times collgen and NCCL (ncclCommInitAll; ncclAllReduce;
 ** ncclAllGather followed by a plain RMSNorm kernel; ncclAllReduce followed
-** by a plain residual add + RMSNorm kernel), eager and as CUDA-graph replay. Timing: CUDA events on every rank's stream around a
+** by a plain residual add + RMSNorm kernel; ncclBroadcast for broadcast,
+** busbw = algbw), eager and as CUDA-graph replay. Timing: CUDA events on every rank's stream around a
 ** batch of back-to-back calls, the slowest rank's time divided by the batch,
 ** median of TRIALS batches after a warm-up. Inputs rotate through an arena
 ** (>= 128 MB per rank) so successive calls read different memory. busbw
@@ -390,6 +391,105 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
   }
 }
 
+/* ---- broadcast ---------------------------------------------------------- */
+
+/* From the last rank of each group; the arena and sizes of allreduce. */
+static void launch_collgen_bc(bench_t *b, void *vp, int iter) {
+  ar_arg *a = vp;
+  const void *in[8];
+  void *out[8];
+  const int64_t *shapes[8];
+  size_t off = (size_t)(iter % a->nslots) * a->slot;
+  for (int r = 0; r < b->n; ++r) {
+    in[r] = a->in[r] + off;
+    out[r] = a->out[r] + off;
+    shapes[r] = a->shape;
+  }
+  int rc = collgen_broadcast(b->comm, b->dt, 1, shapes, in, out, group_of(b) - 1, b->group,
+                             b->streams);
+  if (rc != COLLGEN_OK) die("collgen_broadcast", collgen_comm_last_error(b->comm));
+}
+
+static void launch_nccl_bc(bench_t *b, void *vp, int iter) {
+  ar_arg *a = vp;
+  size_t off = (size_t)(iter % a->nslots) * a->slot;
+  NC(ncclGroupStart());
+  for (int r = 0; r < b->n; ++r)
+    NC(ncclBroadcast(a->in[r] + off, a->out[r] + off, (size_t)a->count, nccl_type(b->dt),
+                     group_of(b) - 1, b->nccl[r], (cudaStream_t)b->streams[r]));
+  NC(ncclGroupEnd());
+}
+
+/* Runs fn once into poisoned outputs: every rank must hold its root's
+** bytes (collgen and NCCL alike: nothing is computed). 1 when right. */
+static int broadcast_ok(bench_t *b, ar_arg *a, launch_fn fn, const char *who) {
+  const size_t bytes = a->bytes;
+  void *root_in = malloc(bytes), *got = malloc(bytes);
+  if (!root_in || !got) die("check", "out of memory");
+  FOR_LOCAL(b, r) collgen__dev_fill(b->comm, r, a->out[r], 0xff, bytes);
+  fn(b, a, 0);
+  sync_all(b);
+  int ok = 1;
+  for (int r = 0; r < b->n && ok; ++r) {
+    const int root = r - r % group_of(b) + group_of(b) - 1;
+    collgen__dev_download(b->comm, root, root_in, a->in[root], bytes);
+    collgen__dev_download(b->comm, r, got, a->out[r], bytes);
+    if (memcmp(got, root_in, bytes) != 0) {
+      fprintf(stderr, "collgen-bench: %s broadcast %zu bytes: rank %d differs from its root\n",
+              who, bytes, r);
+      ok = 0;
+    }
+  }
+  free(root_in);
+  free(got);
+  return ok;
+}
+
+/* nccl-tests' broadcast: busbw = algbw. */
+static void bench_broadcast(bench_t *b, size_t max_bytes) {
+  size_t arena = max_bytes * 2 > ARENA_MIN ? max_bytes * 2 : ARENA_MIN;
+  ar_arg a;
+  memset(&a, 0, sizeof a);
+  for (int r = 0; r < b->n; ++r) {
+    if (collgen__dev_alloc(b->comm, r, arena, (void **)&a.in[r]) ||
+        collgen__dev_alloc(b->comm, r, arena, (void **)&a.out[r]))
+      die("alloc", collgen_comm_last_error(b->comm));
+    upload_random(b, r, a.in[r], arena);
+  }
+  printf("\nbroadcast %s, %d GPUs, groups of %d, root the group's last rank (us per call; "
+         "busbw = algbw, as nccl-tests; x_* = NCCL time / collgen time)\n",
+         collgen__dtype_name(b->dt), b->n, group_of(b));
+  printf("%10s %10s %10s %9s %9s %10s %10s %8s %8s\n", "bytes", "eager", "graph", "algbw",
+         "busbw", "nccl_eag", "nccl_gr", "x_eager", "x_graph");
+  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+    if (b->quick && bytes != 8192 && bytes != (256u << 10) && bytes != (16u << 20) &&
+        bytes != (256u << 20) && bytes != (1u << 30))
+      continue;
+    ar_size(b, &a, bytes, arena);
+    if (!broadcast_ok(b, &a, launch_collgen_bc, "collgen")) exit(1);
+    const int batch = batch_for(bytes);
+    double ce = time_calls(b, launch_collgen_bc, &a, batch, 0);
+    double cg = time_calls(b, launch_collgen_bc, &a, batch, 1);
+    double ne = NAN, ng = NAN;
+    if (broadcast_ok(b, &a, launch_nccl_bc, "baseline (NCCL)")) {
+      ne = time_calls(b, launch_nccl_bc, &a, batch, 0);
+      ng = time_calls(b, launch_nccl_bc, &a, batch, 1);
+    }
+    double algbw = (double)bytes / (cg * 1e3), nbus = (double)bytes / (ng * 1e3);
+    printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f\n", bytes, ce, cg, algbw,
+           algbw, ne, ng, ne / ce, ng / cg);
+    fflush(stdout);
+    if (b->csv)
+      fprintf(b->csv, "broadcast,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,,,,,%.3f\n",
+              collgen__dtype_name(b->dt), b->n, group_of(b), bytes, ce, cg, ne, ng, algbw, algbw,
+              nbus, ng / cg);
+  }
+  for (int r = 0; r < b->n; ++r) {
+    collgen__dev_free(b->comm, r, a.in[r]);
+    collgen__dev_free(b->comm, r, a.out[r]);
+  }
+}
+
 /* ---- allgather_rmsnorm -------------------------------------------------- */
 
 typedef struct {
@@ -755,6 +855,7 @@ int main(int argc, char **argv) {
     bench_rmsnorm(&b);
     bench_residual_rmsnorm(&b);
     bench_residual_rmsnorm_fp8(&b);
+    bench_broadcast(&b, max_bytes);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

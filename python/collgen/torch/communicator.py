@@ -533,3 +533,45 @@ class Communicator:
             group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams))
         return (normed, res_out, scales) if dynamic else (normed, res_out)
 
+    # ---- broadcast -------------------------------------------------------
+
+    def broadcast(self, x, root=0, *, out=None, group_size=0):
+        """Group rank ``root``'s ``x`` on every rank of its group (each group
+        of ``group_size`` ranks, 0: all), bit-exact, any dtype (integers,
+        bool, float8 and f64 too), into ``out`` (allocated when None; may be
+        ``x``: the in-place broadcast). Every rank passes a tensor of the
+        same shape; only the root's is read. Returns ``out``. Local mode:
+        lists of tensors."""
+        if self.rank is None:
+            return self._local_broadcast(x, root, out, group_size)
+        if _is_compiling():
+            r = torch.ops.collgen.broadcast(x, root, self.handle, group_size)
+            return out.copy_(r) if out is not None else r
+        dt = self._tensor(x, "x", None, bits=True)
+        if out is None:
+            out = torch.empty_like(x)
+        else:
+            self._tensor(out, "out", x.dtype, x.shape)
+        self._eager_broadcast(dt, x, out, root, group_size)
+        return out
+
+    def _eager_broadcast(self, dt, x, out, root, group_size):
+        if x.dim() < 1:
+            raise ValueError("x must have at least one dimension")
+        rc = lib.collgen_rank_broadcast(self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(),
+                                        out.data_ptr(), c_int_arg(root, "root"),
+                                        c_int_arg(group_size, "group_size"), self._stream())
+        if rc:
+            self._fail(rc)
+
+    def _local_broadcast(self, xs, root, outs, group_size):
+        self._lists(("x", xs), ("out", outs))
+        for r, x in enumerate(xs):
+            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+        outs = outs or [torch.empty_like(x) for x in xs]
+        for r, o in enumerate(outs):
+            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+        self._local_call(lambda streams: self._core.broadcast(
+            _arrays(xs), _arrays(outs), root, group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
+            stream=streams))
+        return outs
