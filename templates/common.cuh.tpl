@@ -84,6 +84,7 @@ __device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i
 __device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
   ((uint4 *)base)[i] = v.raw;
 }
+%   if reduces then  -- a copy-only dtype is only moved: no unpacking
 // Unpacks a vector into VEC floats (element 0 in the low bits).
 __device__ __forceinline__ void unpack(vec_t v, float *f) {
   const unsigned int w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
@@ -117,6 +118,7 @@ __device__ __forceinline__ vec_t pack(const float *f) {
   v.raw = make_uint4(w[0], w[1], w[2], w[3]);
   return v;
 }
+%   end
 % else
 // Scalar path: one element per access.
 struct vec_t { elem_t raw; };
@@ -129,10 +131,12 @@ __device__ __forceinline__ vec_t load_vec(const void *base, unsigned long long i
 __device__ __forceinline__ void store_vec(void *base, unsigned long long i, vec_t v) {
   ((elem_t *)base)[i] = v.raw;
 }
+%   if reduces then
 __device__ __forceinline__ void unpack(vec_t v, float *f) { f[0] = to_f32(v.raw); }
 __device__ __forceinline__ vec_t pack(const float *f) {
   vec_t v;
   v.raw = from_f32(f[0]);
   return v;
 }
+%   end
 % end

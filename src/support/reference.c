@@ -251,3 +251,13 @@ int collgen__ref_close(collgen_dtype_t dtype, double got, double exact) {
   double ulp = mag > 0 ? ldexp(1.0, ilogb(mag) - bits) : 0;
   return fabs(got - exact) <= ulps * ulp + 1e-7;
 }
+
+void collgen__ref_all_gather(collgen_dtype_t dtype, int group, const int64_t *elems,
+                             const void *const *in, void *out) {
+  const size_t esize = elem_bytes(__func__, dtype);
+  size_t at = 0;
+  for (int g = 0; g < group; ++g) {
+    if (elems[g]) memmove((char *)out + at, in[g], (size_t)elems[g] * esize);
+    at += (size_t)elems[g] * esize;
+  }
+}
