@@ -374,6 +374,18 @@ class Communicator:
         first = rank // g * g
         return sum(rows[first:first + g])
 
+    def _shard_rows(self, shard_rows, mine):
+        """One process per GPU: every rank's shard rows, from ``shard_rows``
+        (default: all equal to this rank's ``mine``), checked against it."""
+        rows = [mine] * self.nranks if shard_rows is None else [
+            c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
+        if len(rows) != self.nranks:
+            raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
+        if rows[self.rank] != mine:
+            raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
+                             f"shard has {mine} rows")
+        return rows
+
     def all_gather_rmsnorm(self, shard, weight, normed, residual, eps, *, weight_offset=0.0,
                            shard_rows=None, group_size=0, stream=None, dtype=None, shape=None):
         """Gathers every rank's row shard of its group into ``residual`` and
@@ -394,14 +406,7 @@ class Communicator:
             rows = [v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0 for v in shards]
             arrays, sp = self._shape_arrays(shards, ndim)
         else:
-            mine = shards[0].numel // cols if cols else 0
-            rows = [mine] * self.nranks if shard_rows is None else [
-                c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
-            if len(rows) != self.nranks:
-                raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
-            if rows[self.rank] != mine:
-                raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
-                                 f"shard has {mine} rows")
+            rows = self._shard_rows(shard_rows, shards[0].numel // cols if cols else 0)
             ndim = 2
             arrays, sp = self._shape_arrays([_Dims((r, cols)) for r in rows], 2)
         me = range(self.nranks) if self.is_local else [self.rank]
@@ -514,14 +519,7 @@ class Communicator:
             arrays, sp = self._shape_arrays(shards, ndim)
         else:
             inner = tuple(shards[0].shape[1:])
-            mine = shards[0].shape[0] if shards[0].shape else 0
-            rows = [mine] * self.nranks if shard_rows is None else [
-                c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
-            if len(rows) != self.nranks:
-                raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
-            if rows[self.rank] != mine:
-                raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
-                                 f"shard has {mine} rows")
+            rows = self._shard_rows(shard_rows, shards[0].shape[0] if shards[0].shape else 0)
             ndim = max(1, len(shards[0].shape))
             arrays, sp = self._shape_arrays([_Dims((r,) + inner) for r in rows], ndim)
         row_bytes = [math.prod(v.shape[1:]) * b for v in shards]
