@@ -277,6 +277,8 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
+  expect_golden("gen all_gather --dtype u8 --ngpus 4 --elems 1000 --no-line-directives",
+                "all_gather_u8_g4.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {

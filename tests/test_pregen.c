@@ -11,7 +11,8 @@
 ** runtime, so none), several grid caps; allreduce_residual_rmsnorm with
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
-** would only lengthen the test). The same holds for a pregenerated cache
+** would only lengthen the test); all_gather over the allreduce sizes
+** (every 16th). The same holds for a pregenerated cache
 ** made read-only (`chmod -R a+rX,a-w`) and read by another user (as root:
 ** a child that drops to nobody), with one warning that new kernels would
 ** stay in memory.
@@ -31,7 +32,7 @@
 #include "test_util.h"
 
 #define MATRIX_ARGS                                                            \
-  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm " \
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,all_gather " \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -209,6 +210,10 @@ static int run_sweep(FILE *report, int read_only) {
         base.ngpus = NGPUS[k];
         base.group_size = g;
         sweep_allreduce(s, base, sizes, nelems);
+        /* all_gather (gathered elems, same flags): its kernel depends on
+        ** the group alone, so every 16th size is plenty */
+        base.op = COLLGEN_OP_ALL_GATHER;
+        for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
       }
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);

@@ -18,6 +18,8 @@ dtypes from the inputs alone.
       -> (Tensor normed_fp8, Tensor residual_out, Tensor scales)
       static_scale 0.0 = a dynamic scale per row (scales: float32 [rows]); else
       that static scale (scales: empty).
+  all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor
+      the group's shards [sum of its shard_rows, *x.shape[1:]], any dtype.
 """
 
 import torch
@@ -33,6 +35,7 @@ _LIB.define("fused_add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float e
 _LIB.define("fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, float eps, "
             "float weight_offset, float static_scale, int comm, int group_size) "
             "-> (Tensor, Tensor, Tensor)")
+_LIB.define("all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor")
 
 
 def _all_reduce(x, comm, group_size):
@@ -67,6 +70,13 @@ _LIB.impl("fused_add_rmsnorm", _fused_add_rmsnorm, "CUDA")
 _LIB.impl("fused_add_rmsnorm_fp8", _fused_add_rmsnorm_fp8, "CUDA")
 
 
+def _all_gather(x, shard_rows, comm, group_size):
+    return communicator_of(comm)._eager_all_gather(x, None, list(shard_rows), group_size)
+
+
+_LIB.impl("all_gather", _all_gather, "CUDA")
+
+
 @torch.library.register_fake("collgen::all_reduce")
 def _all_reduce_fake(x, comm, group_size):
     return torch.empty_like(x)
@@ -91,3 +101,9 @@ def _fused_add_rmsnorm_fp8_fake(x, residual, weight, eps, weight_offset, static_
     rows = x.numel() // x.shape[-1]
     scales = x.new_empty((rows if static_scale == 0.0 else 0,), dtype=torch.float32)
     return x.new_empty(x.shape, dtype=FP8_DTYPE), torch.empty_like(x), scales
+
+
+@torch.library.register_fake("collgen::all_gather")
+def _all_gather_fake(x, shard_rows, comm, group_size):
+    rows = communicator_of(comm)._group_rows(list(shard_rows), group_size)
+    return x.new_empty((rows,) + tuple(x.shape[1:]))
