@@ -110,7 +110,7 @@ local FP8_OPS = { allreduce_residual_rmsnorm = true }
 
 -- The ops that only move bits, never compute on elements: the only ones
 -- that take a copy-only dtype (a catalog dtype without acc_type).
-local BITS_ONLY_OPS = { broadcast = true }
+local BITS_ONLY_OPS = { all_gather = true, broadcast = true }
 
 local function bits_only_names()
   local t = {}
@@ -334,6 +334,26 @@ local function plan_broadcast(s)
   }
 end
 
+-- all-gather; s.elems are the gathered elements. One kernel per dtype and
+-- group: after a barrier each rank pulls every peer's shard into its output
+-- (16-byte vectors where a shard's pointers and offset allow, chosen per
+-- shard at run time, else elements), skipping its own shard in place; a
+-- closing barrier. A group of one is a copy (nothing in place).
+local function plan_all_gather(s)
+  local g, esize = s.group_size, DTYPES[s.dtype].bytes
+  if s.elems < 0 then fail("elems must be >= 0") end
+  local block = 512
+  local grid = clamp(ceil_div(ceil_div(s.elems * esize, 16), block), 1, grid_cap(s))
+  return {
+    op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = 16 // esize,
+    block = block, grid = grid, cols = 0, items = 0, fp8 = s.fp8, arch = s.arch,
+    template = OPS[s.op].template,
+    kernel = string.format("collgen_all_gather_%s_g%d", s.dtype, g),
+    peer_reads = g == 1 and {} or { "input" }, peer_writes = {},
+    copy = g == 1 and { from = "input", to = "output" } or nil,
+  }
+end
+
 -- One planning function per op of the catalog; an op without one is an
 -- error when the generator starts, not when a call arrives.
 local PLANNERS = {
@@ -341,6 +361,7 @@ local PLANNERS = {
   allgather_rmsnorm = plan_allgather_rmsnorm,
   allreduce_residual_rmsnorm = plan_allreduce_residual_rmsnorm,
   broadcast = plan_broadcast,
+  all_gather = plan_all_gather,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -375,6 +396,7 @@ local VARIANT_AXES = {
   allreduce_residual_rmsnorm = { size = "rows", thresholds = { ll_max_rows, oneshot_max_rows },
                                  per_cols = true },
   broadcast = { size = "elems", thresholds = {} },
+  all_gather = { size = "elems", thresholds = {} },  -- the kernel does not depend on the size
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end

@@ -86,44 +86,12 @@ static int nccl_local(collgen_comm_t *c, const collgen__call *call, const collge
   return COLLGEN_OK;
 }
 
-/* Equal shards: ncclAllGather. Uneven ones: a send to and a receive from
-** every peer with rows, in one NCCL group, and a copy of this rank's own. */
+/* The shards are gathered into residual output (collgen__nccl_gather). */
 static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const collgen__group *g,
                          int base, int size, int r, collgen__nccl_comm_t comm, CUstream s) {
-  const int64_t cols = g->shape.cols, esize = collgen__dtype_bytes(call->dtype);
-  const collgen__nccl_dtype dt = collgen__nccl_dtype_of(call->dtype);
-  const void *in = call->buffers[ROLE_input][r];
-  char *gathered = (char *)call->buffers[ROLE_residual][r];
-  int equal = 1;
-  for (int k = base; k < base + size; ++k) equal &= g->rank_rows[k] == g->rank_rows[base];
-  if (equal)
-    return collgen__nccl_settle(comm,
-                                collgen__nccl.ncclAllGather(in, gathered,
-                                                            (size_t)(g->rank_rows[r] * cols), dt,
-                                                            comm, s),
-                                "ncclAllGather", c->timeout_ms, c->err, sizeof c->err);
-  const size_t mine = (size_t)(g->rank_rows[r] * cols);
-  int64_t start = 0, own = 0;
-  int rc = collgen__nccl_fail(collgen__nccl.ncclGroupStart(), "ncclGroupStart", c->err,
-                              sizeof c->err);
-  for (int k = base; rc == COLLGEN_OK && k < base + size; ++k) {
-    const size_t theirs = (size_t)(g->rank_rows[k] * cols);
-    if (k == r) own = start;
-    if (k != r && mine)
-      rc = collgen__nccl_fail(collgen__nccl.ncclSend(in, mine, dt, k - base, comm, s), "ncclSend",
-                              c->err, sizeof c->err);
-    if (rc == COLLGEN_OK && k != r && theirs)
-      rc = collgen__nccl_fail(collgen__nccl.ncclRecv(gathered + start * esize, theirs, dt,
-                                                     k - base, comm, s),
-                              "ncclRecv", c->err, sizeof c->err);
-    start += (int64_t)theirs;
-  }
-  /* The group is ended whatever failed inside it. */
-  const collgen__nccl_result end = collgen__nccl.ncclGroupEnd();
-  if (rc == COLLGEN_OK)
-    rc = collgen__nccl_settle(comm, end, "ncclGroupEnd", c->timeout_ms, c->err, sizeof c->err);
-  if (rc == COLLGEN_OK) rc = collgen__stage_copy(c, gathered + own * esize, in, mine * (size_t)esize, s);
-  return rc;
+  return collgen__nccl_gather(c, call->dtype, g->rank_rows, g->shape.cols, base, size, r,
+                              call->buffers[ROLE_input][r],
+                              (void *)call->buffers[ROLE_residual][r], comm, s);
 }
 
 const collgen__op_runtime collgen__rt_allgather_rmsnorm = {

@@ -166,7 +166,8 @@ static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
       if (g->bytes[a][r] == 0 || g->bytes[b][r] == 0) continue;
       uintptr_t pa = (uintptr_t)call->buffers[a][r], pb = (uintptr_t)call->buffers[b][r];
       uintptr_t ea = pa + (uintptr_t)g->bytes[a][r], eb = pb + (uintptr_t)g->bytes[b][r];
-      if (pa == pb && g->bytes[a][r] == g->bytes[b][r] && same_buffer_ok(rt, a, b)) continue;
+      if (same_buffer_ok(rt, a, b) && pa == pb + (uintptr_t)g->inplace_at[r] && ea <= eb)
+        continue;
       if (pa < eb && pb < ea)
         return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                              "rank %d: %s [%p, +%lld bytes) %s %s [%p, +%lld bytes)%s", r,
@@ -305,6 +306,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     collgen__group *g = &groups[grp];
     const int base = grp * size;
     memset(g->bytes, 0, sizeof g->bytes);
+    memset(g->inplace_at, 0, sizeof g->inplace_at);
     g->empty = 0;
     collgen__common_shape(c, call, &g->shape);
     rc = rt->measure_group(c, call, base, size, g);

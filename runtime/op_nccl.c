@@ -117,3 +117,39 @@ static int nccl_run(collgen_comm_t *c, const collgen__op_runtime *rt, const coll
   if (rc == COLLGEN_OK && rt->nccl_local) rc = collgen__launch(c, fn, grid, block, &kp, r, s);
   return rc;
 }
+
+int collgen__nccl_gather(collgen_comm_t *c, collgen_dtype_t dtype, const int64_t *units,
+                         int64_t unit_elems, int base, int size, int r, const void *in,
+                         void *gathered, collgen__nccl_comm_t comm, CUstream s) {
+  const int64_t esize = collgen__dtype_bytes(dtype);
+  const collgen__nccl_dtype dt = collgen__nccl_dtype_of(dtype);
+  char *out = (char *)gathered;
+  const size_t mine = (size_t)(units[r] * unit_elems);
+  int equal = 1;
+  for (int k = base; k < base + size; ++k) equal &= units[k] == units[base];
+  if (equal)
+    return collgen__nccl_settle(comm, collgen__nccl.ncclAllGather(in, out, mine, dt, comm, s),
+                                "ncclAllGather", c->timeout_ms, c->err, sizeof c->err);
+  int64_t start = 0, own = 0;
+  int rc = collgen__nccl_fail(collgen__nccl.ncclGroupStart(), "ncclGroupStart", c->err,
+                              sizeof c->err);
+  for (int k = base; rc == COLLGEN_OK && k < base + size; ++k) {
+    const size_t theirs = (size_t)(units[k] * unit_elems);
+    if (k == r) own = start;
+    if (k != r && mine)
+      rc = collgen__nccl_fail(collgen__nccl.ncclSend(in, mine, dt, k - base, comm, s), "ncclSend",
+                              c->err, sizeof c->err);
+    if (rc == COLLGEN_OK && k != r && theirs)
+      rc = collgen__nccl_fail(collgen__nccl.ncclRecv(out + start * esize, theirs, dt, k - base,
+                                                     comm, s),
+                              "ncclRecv", c->err, sizeof c->err);
+    start += (int64_t)theirs;
+  }
+  /* The group is ended whatever failed inside it. */
+  const collgen__nccl_result end = collgen__nccl.ncclGroupEnd();
+  if (rc == COLLGEN_OK)
+    rc = collgen__nccl_settle(comm, end, "ncclGroupEnd", c->timeout_ms, c->err, sizeof c->err);
+  if (rc == COLLGEN_OK && out + own * esize != (const char *)in)
+    rc = collgen__stage_copy(c, out + own * esize, in, mine * (size_t)esize, s);
+  return rc;
+}

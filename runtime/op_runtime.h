@@ -47,6 +47,10 @@ typedef struct {
 typedef struct collgen__group {
   int64_t bytes[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES]; /* extent per role, rank; 0 = unused */
   int64_t rank_rows[COLLGEN_MAX_DEVICES]; /* op-defined per-rank sizes (shard rows) */
+  /* In place at an offset: rank r's buffer of a same_buffer_ok pair's
+  ** first role may sit this many bytes into its second role's buffer (and
+  ** end inside it); 0 (the default): exactly the same buffer. */
+  int64_t inplace_at[COLLGEN_MAX_DEVICES];
   collgen_shape_t shape;  /* the planner's view; elems/rows/cols/inplace set by the op */
   int empty;              /* nothing to do for this group */
 } collgen__group;
@@ -55,7 +59,8 @@ struct collgen__local_call; /* below */
 
 typedef struct {
   collgen_op_t op;        /* its roles: collgen__op_find(op)->roles */
-  /* Role pairs that may be exactly the same buffer (in place); any other
+  /* Role pairs that may be exactly the same buffer (in place; the first
+  ** of a pair at g->inplace_at[r] bytes into the second); any other
   ** overlap between a rank's buffers, where one of them is written, is
   ** refused. Terminated by {-1, -1}. */
   int same_buffer_ok[4][2];
@@ -115,6 +120,16 @@ void collgen__local_call_init(collgen__local_call *local, const collgen__call *c
 int collgen__nccl_group_run(collgen_comm_t *c, const collgen__op_runtime *rt,
                             const collgen__call *call, const collgen__group *g, int base,
                             int size);
+
+/* The NCCL exchange of the gathering ops (allgather_rmsnorm, all_gather):
+** rank r of group [base, base+size) sends its units[r] * unit_elems
+** elements of dtype at `in` and receives every rank's, in group-rank
+** order, into `gathered`. Equal shards: one ncclAllGather; uneven ones: a
+** send to and a receive from every peer with data, in one NCCL group, and
+** a copy of this rank's own (none when `in` already sits at its offset). */
+int collgen__nccl_gather(collgen_comm_t *c, collgen_dtype_t dtype, const int64_t *units,
+                         int64_t unit_elems, int base, int size, int r, const void *in,
+                         void *gathered, collgen__nccl_comm_t comm, CUstream s);
 
 /* The parameters every kernel takes (signal pointers, error record,
 ** timeout, rank, group base) for rank r of group [base, base+size). */

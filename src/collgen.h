@@ -130,7 +130,8 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
   XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1)                   \
   XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2)   \
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
-     "allreduce_residual_rmsnorm.cu.tpl", 2)                                  \
+     "allreduce_residual_rmsnorm.cu.tpl", 2)                                   \
+  XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1)                        \
   XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)
 
 typedef enum {
@@ -205,7 +206,7 @@ typedef enum {
     "ranks per group; 0 means one group of all ngpus")                         \
   X(int, tensor_rank, , INT, 1, 8, min_rank,                                   \
     "1..8; tensors are flattened, so it is only checked")                      \
-  X(int64_t, elems, , INT64, 0, INT64_MAX, 1, "allreduce_sum: elements per rank") \
+  X(int64_t, elems, , INT64, 0, INT64_MAX, 1, "allreduce_sum: elements per rank; all_gather: gathered elements") \
   X(int64_t, rows, , INT64, 0, INT64_MAX, 1,                                   \
     "allgather_rmsnorm: gathered rows (sum of shards); "                       \
     "allreduce_residual_rmsnorm: rows per rank")                               \
@@ -234,7 +235,7 @@ COLLGEN_API void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
 /* What the planner chose for a shape. */
 typedef struct collgen_plan {
   char kernel[96];   /* kernel symbol, also names the specialization */
-  char algo[16];     /* "ll", "oneshot", "twoshot", "unrolled", "looped", "rowsplit" */
+  char algo[16];     /* "ll", "oneshot", "twoshot", "unrolled", "looped", "rowsplit", "pull" */
   char canonical[256]; /* canonical spec text hashed into the cache key */
   int group, vec, block, grid, items;
   int64_t cols;
@@ -593,6 +594,19 @@ COLLGEN_API int collgen_broadcast(collgen_comm_t *comm, collgen_dtype_t dtype, i
                                   void *const *outputs, int root, int group_size,
                                   const collgen_stream_t *streams);
 
+/* all_gather: rank d's shard inputs[d] has shape shard_shapes[d] (equal in
+** every dim but the first; the first may be 0); outputs[d] holds
+** [sum of the group's first dims, ...]: the shards in group-rank order,
+** bit for bit. Any dtype, the copy-only ones too. In place: inputs[d] ==
+** outputs[d] + (rows before d) * row_bytes exactly (any other overlap is
+** COLLGEN_ERR_INVALID_ARG). A group of one is a copy (nothing in place).
+** Checks and errors as collgen_allgather_rmsnorm's, before anything is
+** loaded or launched; buffers need only their element alignment. */
+COLLGEN_API int collgen_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                   const int64_t *const *shard_shapes,
+                                   const void *const *inputs, void *const *outputs,
+                                   int group_size, const collgen_stream_t *streams);
+
 /* ---- One process per GPU: the unique id ------------------------------ */
 
 /* Bytes of a unique id, and characters of its text form (lower-case hex,
@@ -725,6 +739,16 @@ COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm_fp8(
 COLLGEN_API int collgen_rank_broadcast(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
                                        const int64_t *shape, const void *input, void *output,
                                        int root, int group_size, collgen_stream_t stream);
+
+/* all_gather on a communicator of collgen_comm_init_rank: this rank gives
+** its shard, output and stream; `shard_shapes` holds every rank's shard
+** shape (nranks entries, as in collgen_all_gather). Same semantics, checks,
+** error codes and bits as collgen_all_gather, plus the limit of this mode:
+** a shard, and an output that is not 16-byte aligned, must fit half the
+** staging area (COLLGEN_ERR_INVALID_ARG names the staging_bytes to ask for). */
+COLLGEN_API int collgen_rank_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                        const int64_t *const *shard_shapes, const void *input,
+                                        void *output, int group_size, collgen_stream_t stream);
 
 /* A user buffer registered with collgen_register_buffer. */
 typedef struct collgen_buffer collgen_buffer_t;

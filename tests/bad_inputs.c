@@ -499,6 +499,63 @@ static void broadcast_cases(bad_env *e) {
        "partially overlaps", bc(e, BF, 1, n, n, IN(0), IN(1), OUT(0), AT(IN(1), 2), 0, 1));
 }
 
+/* all_gather: shards of both ranks and their outputs. */
+static int ga(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
+              const void *in0, const void *in1, void *out0, void *out1, int group) {
+  const int64_t *shapes[2] = {s0, s1};
+  const void *in[2] = {in0, in1};
+  void *out[2] = {out0, out1};
+  return collgen_all_gather(e->c, dt, rank, shapes, in, out, group, e->streams);
+}
+
+static void all_gather_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  /* 4 x 1024 bf16 per rank: an 8 KiB shard, 16 KiB gathered */
+  int64_t sh[2] = {4, 1024}, neg[2] = {-1, 1024}, sh3[3] = {2, 2, 1024}, sh3b[3] = {2, 1, 1024};
+  int64_t half[1] = {((int64_t)1 << 39) + 1};
+  const int64_t *shapes[2] = {sh, sh};
+  const void *in[2] = {IN(0), IN(1)};
+  void *out[2] = {OUT(0), OUT(1)};
+  collgen_stream_t *s = e->streams;
+#define GA_OK IN(0), IN(1), OUT(0), OUT(1)
+  CASE_TLS("all_gather comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_all_gather(NULL, BF, 2, shapes, in, out, 0, s));
+  CASE("all_gather dtype 13", COLLGEN_ERR_INVALID_ARG, "unknown dtype 13",
+       ga(e, (collgen_dtype_t)13, 2, sh, sh, GA_OK, 0));
+  CASE("all_gather tensor rank 0", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 1..8",
+       ga(e, BF, 0, sh, sh, GA_OK, 0));
+  CASE("all_gather shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_all_gather(e->c, BF, 2, NULL, in, out, 0, s));
+  CASE("all_gather inputs NULL", COLLGEN_ERR_INVALID_ARG, "the input array",
+       collgen_all_gather(e->c, BF, 2, shapes, NULL, out, 0, s));
+  CASE("all_gather outputs NULL", COLLGEN_ERR_INVALID_ARG, "the output array",
+       collgen_all_gather(e->c, BF, 2, shapes, in, NULL, 0, s));
+  CASE("all_gather inner dims differ", COLLGEN_ERR_INVALID_ARG, "only dimension 0 may differ",
+       ga(e, BF, 3, sh3, sh3b, GA_OK, 0));
+  CASE("all_gather negative rows", COLLGEN_ERR_INVALID_ARG, "negative dimension",
+       ga(e, BF, 2, neg, sh, GA_OK, 0));
+  CASE("all_gather gathered past 2^40", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
+       ga(e, COLLGEN_DTYPE_U8, 1, half, half, GA_OK, 0));
+  CASE("all_gather group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
+       ga(e, BF, 2, sh, sh, GA_OK, 3));
+  CASE("all_gather input of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 0 is NULL",
+       ga(e, BF, 2, sh, sh, NULL, IN(1), OUT(0), OUT(1), 0));
+  CASE("all_gather output of rank 1 NULL", COLLGEN_ERR_INVALID_ARG, "output of rank 1 is NULL",
+       ga(e, BF, 2, sh, sh, IN(0), IN(1), OUT(0), NULL, 0));
+  CASE("i32 all_gather input at +2 bytes", COLLGEN_ERR_ALIGNMENT,
+       "input of rank 0 (", ga(e, COLLGEN_DTYPE_I32, 2, sh, sh, AT(IN(0), 2), IN(1), OUT(0),
+                               OUT(1), 0));
+  CASE("all_gather input inside output off its offset", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps", ga(e, BF, 2, sh, sh, AT(OUT(0), 2), IN(1), OUT(0), OUT(1), 0));
+  CASE("all_gather rank 1's input at rank 0's offset", COLLGEN_ERR_INVALID_ARG,
+       "is the same buffer as", ga(e, BF, 2, sh, sh, IN(0), OUT(1), OUT(0), OUT(1), 0));
+  CASE("all_gather input over the output's end", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       ga(e, BF, 2, sh, sh, IN(0), AT(OUT(1), 8194), OUT(0), OUT(1), 0));
+  CASE("all_gather groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps", ga(e, BF, 2, sh, sh, AT(OUT(0), 2), IN(1), OUT(0), OUT(1), 1));
+#undef GA_OK
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
@@ -507,5 +564,6 @@ int bad_inputs_run(bad_env *e, int ndevices) {
   residual_rmsnorm_cases(e);
   residual_rmsnorm_fp8_cases(e);
   broadcast_cases(e);
+  all_gather_cases(e);
   return ncases;
 }

@@ -29,8 +29,8 @@ static int source_exists(const char *rel) {
 }
 
 /* Every op and every dtype it computes on (one with an accumulate type) of
-** the catalog plans and renders; a copy-only dtype is refused by every op
-** that computes, naming the op and the dtype; values next to them are
+** the catalog plans and renders, and the ops that move bits (all_gather)
+** with every dtype; a copy-only dtype is refused by every op that computes, naming the op and the dtype; values next to them are
 ** refused by the planner, not defaulted. */
 Test(catalog, lua_accepts_exactly_the_catalog) {
   collgen_generator_t *g;
@@ -42,7 +42,7 @@ Test(catalog, lua_accepts_exactly_the_catalog) {
       s.dtype = collgen__dtype_at(d)->dtype;
       char *src = NULL;
       /* the ops that move bits (gen/planner.lua BITS_ONLY_OPS) take it */
-      static const char *const bits_only[] = {"broadcast"};
+      static const char *const bits_only[] = {"all_gather", "broadcast"};
       int moves_bits = 0;
       for (size_t b = 0; b < sizeof bits_only / sizeof *bits_only; ++b)
         moves_bits |= strcmp(collgen__op_at(o)->name, bits_only[b]) == 0;

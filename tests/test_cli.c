@@ -279,6 +279,8 @@ Test(cli, gen_matches_golden_sources) {
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
   expect_golden("gen broadcast --dtype u8 --ngpus 4 --elems 1000 --no-line-directives",
                 "broadcast_u8_g4_v16.cu");
+  expect_golden("gen all_gather --dtype u8 --ngpus 4 --elems 1000 --no-line-directives",
+                "all_gather_u8_g4.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
@@ -462,13 +464,14 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "no GPU found"), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_twoshot_bf16_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
+  cr_expect(strstr(out, "collgen_all_gather_bf16_g2"), "%s", out);
   /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range; its 8
   ** decode rows of the fused residual op are LL */
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2 "), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2_e4m3_dynamic"),
             "%s", out);
   cr_expect(strstr(out, "collgen_broadcast_bf16_g2_v8"), "%s", out);
-  cr_expect(strstr(out, "5 of 5 demo kernels are in the cache"), "%s", out);
+  cr_expect(strstr(out, "6 of 6 demo kernels are in the cache"), "%s", out);
   free(out);
   /* one process per rank: the GPUs are counted in a child, which finds none */
   snprintf(cmd, sizeof cmd, "COLLGEN_CACHE_DIR='%s' %s demo --processes", dir, COLLGEN_CLI_PATH);

@@ -349,6 +349,82 @@ static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t
   free(ref_res);
 }
 
+/* One checked all_gather: rank r's shard is [rows0 + r * step, inner] of
+** dt, in x->in or (inplace) at its offset in x->out; the output poisoned
+** first, the gathered bytes exact. */
+static void all_gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t step,
+                             int64_t inner, int inplace, uint64_t seed) {
+  const size_t es = (size_t)collgen__dtype_bytes(dt);
+  int64_t elems[8], shapes_store[8][2];
+  const int64_t *shapes[8];
+  size_t total = 0, offset = 0;
+  for (int r = 0; r < x->nranks; ++r) {
+    shapes_store[r][0] = rows0 + r * step;
+    shapes_store[r][1] = inner;
+    shapes[r] = shapes_store[r];
+    elems[r] = shapes_store[r][0] * inner;
+    if (r < x->rank) offset += (size_t)elems[r] * es;
+    total += (size_t)elems[r] * es;
+  }
+  RANK_CHECK(x->rep, x->rank, total <= RANK_CAP, "all_gather of %zu bytes: past RANK_CAP", total);
+  uint64_t state = seed | 1;
+  for (int r = 0; r < x->nranks; ++r) collgen__ref_fill_random(dt, x->host[r], elems[r], &state);
+  collgen__ref_all_gather(dt, x->nranks, elems, (const void *const *)x->host, x->want);
+  void *in = inplace ? (char *)x->out + offset : x->in;
+  const size_t mine = (size_t)elems[x->rank] * es;
+  DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->out, 0xff, total + 64) == COLLGEN_OK &&
+            (!mine || collgen__dev_upload(x->c, x->rank, in, x->host[x->rank], mine) == COLLGEN_OK),
+            "upload");
+  int rc = x->replay ? graph_replay(x)
+                     : collgen_rank_all_gather(x->c, dt, 2, shapes, in, x->out, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "all_gather%s: %s", x->replay ? " (graph)" : "",
+             collgen_comm_last_error(x->c));
+  DEV_CHECK(x, collgen__cu.cuStreamSynchronize((CUstream)x->s) == CUDA_SUCCESS && collgen_comm_check(x->c) == COLLGEN_OK, "sync");
+  unsigned char *got = x->got;
+  RANK_CHECK(x->rep, x->rank, collgen__dev_download(x->c, x->rank, got, x->out, total + 64) ==
+             COLLGEN_OK && memcmp(got, x->want, total) == 0 && got[total] == 0xff &&
+             got[total + 63] == 0xff,
+             "all_gather dtype %d shards %lld+%lld*r x %lld inplace %d: output differs", (int)dt,
+             (long long)rows0, (long long)step, (long long)inner, inplace);
+}
+
+/* all_gather: every element size, uneven, empty and equal shards (NCCL:
+** send/recv, ncclAllGather), in place; then one call captured in a graph
+** and replayed on new data. */
+static void all_gather_rounds(rank_ctx *x, uint64_t seed) {
+  static const collgen_dtype_t ag_dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_U8,
+                                           COLLGEN_DTYPE_I32, COLLGEN_DTYPE_F64};
+  static const int64_t ag_shapes[][3] = {{1, 1, 4096}, {3, 0, 1000}, {0, 2, 77}, {64, 1, 4099}};
+  uint64_t k = 0;
+  for (size_t d = 0; d < sizeof ag_dts / sizeof *ag_dts; ++d)
+    for (size_t i = 0; i < sizeof ag_shapes / sizeof *ag_shapes; ++i)
+      for (int inplace = 0; inplace < 2; ++inplace)
+        all_gather_round(x, ag_dts[d], ag_shapes[i][0], ag_shapes[i][1], ag_shapes[i][2], inplace,
+                         seed + 13 * ++k);
+  int64_t shard[8][2];
+  const int64_t *shards[8];
+  for (int r = 0; r < x->nranks; ++r) {
+    shard[r][0] = 2 + r;
+    shard[r][1] = 1000;
+    shards[r] = shard[r];
+  }
+  CUgraph g;
+  CUgraphExec ge;
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture((CUstream)x->s,
+             CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+  int rc = collgen_rank_all_gather(x->c, COLLGEN_DTYPE_BF16, 2, shards, x->in, x->out, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured all_gather: %s",
+             collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &g) == CUDA_SUCCESS &&
+             collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+  x->replay = ge;
+  for (int i = 0; i < 3; ++i)
+    all_gather_round(x, COLLGEN_DTYPE_BF16, 2, 1, 1000, 0, seed + 700 + (uint64_t)i);
+  x->replay = NULL;
+  collgen__cu.cuGraphExecDestroy(ge);
+  collgen__cu.cuGraphDestroy(g);
+}
+
 static const int64_t RANK_SIZES[] = {1, 7, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
 
 static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
@@ -544,6 +620,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
       gather_round(&x, dts[d], gather_shapes[k][0], gather_shapes[k][1], gather_shapes[k][2],
                    seed + 11 * (uint64_t)slot, slot % HASH_SLOTS);
   graph_norm_ops(&x, seed + 999);
+  all_gather_rounds(&x, seed + 5555);
   uint64_t round = 0;
   for (size_t d = 0; d < 3; ++d)
     for (size_t k = 0; k < sizeof RANK_SIZES / sizeof RANK_SIZES[0]; ++k)

@@ -867,3 +867,73 @@ Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
   }
   collgen_comm_destroy(c);
 }
+
+/* all_gather on 4 ranks in groups of 2, uneven and empty shards, any dtype:
+** each rank launched once with its group's kernel, the shards' pointers
+** and byte offsets and its output; in place at the shard's offset is
+** accepted; groups of one copy (nothing in place); zero elements launch
+** nothing. */
+Test(hostpath, all_gather_launches_with_shard_offsets_and_copies_alone) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  int64_t shard[4][2] = {{3, 5}, {0, 5}, {2, 5}, {7, 5}}; /* i16: 10-byte rows */
+  const int64_t *shapes[4] = {shard[0], shard[1], shard[2], shard[3]};
+  char *in[4], *out[4];
+  for (int r = 0; r < 4; ++r) {
+    in[r] = poisoned(1024);
+    out[r] = poisoned(1024);
+  }
+  collgen_stream_t streams[4];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_all_gather(c, COLLGEN_DTYPE_I16, 2, shapes, (const void *const *)in,
+                                  (void *const *)out, 2, streams), COLLGEN_OK, "%s",
+               collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->wrong_context, 0);
+  static const unsigned long long starts[2][3] = {{0, 30, 30}, {0, 20, 90}};
+  for (int r = 0; r < 4; ++r) {
+    const fake_cuda_launch_t *l = &stats->log[r];
+    const int base = r / 2 * 2;
+    cr_expect_eq(l->device, r);
+    cr_expect_str_eq(l->kernel, "collgen_all_gather_i16_g2");
+    cr_expect_eq(l->params.rank, (unsigned)(r - base));
+    cr_expect(l->params.in[0] == in[base] && l->params.in[1] == in[base + 1]);
+    cr_expect(l->params.out[r - base] == out[r]);
+    for (int k = 0; k < 3; ++k)
+      cr_expect_eq(l->params.row_start[k], starts[r / 2][k], "rank %d row_start[%d]", r, k);
+  }
+  cr_expect(all_poison(out[0], 1024), "kernels do not run here");
+  /* in place: rank 1's (empty) and rank 3's shard at their offsets */
+  const void *inplace[4] = {in[0], out[1], in[2], out[3] + 20};
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_all_gather(c, COLLGEN_DTYPE_I16, 2, shapes, inplace, (void *const *)out, 2,
+                                  streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  /* groups of one: copies (rank 1's shard is empty: nothing), in place nothing */
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_all_gather(c, COLLGEN_DTYPE_F64, 2, shapes, (const void *const *)in,
+                                  (void *const *)out, 1, streams), COLLGEN_OK, "%s",
+               collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 3);
+  cr_expect_eq(stats->module_loads, 0, "nothing to compile for a copy");
+  cr_expect(memcmp(out[3], in[3], 7 * 5 * 8) == 0);
+  cr_expect(all_poison(out[3] + 7 * 5 * 8, 1024 - 7 * 5 * 8), "nothing written past the shard");
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_all_gather(c, COLLGEN_DTYPE_U8, 2, shapes, (const void *const *)out,
+                                  (void *const *)out, 1, streams), COLLGEN_OK);
+  cr_expect_eq(stats->copies, 0, "in place alone: nothing to do");
+  /* zero elements: nothing launched */
+  int64_t none[2] = {0, 5};
+  const int64_t *empty[4] = {none, none, none, none};
+  cr_expect_eq(collgen_all_gather(c, COLLGEN_DTYPE_BF16, 2, empty, (const void *const *)in,
+                                  (void *const *)out, 0, streams), COLLGEN_OK);
+  cr_expect_eq(stats->launches + stats->copies, 0);
+  for (int r = 0; r < 4; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+}

@@ -155,6 +155,32 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_BF16, 1, &n, in, out, 2, 0, s);
   CHILD_CHECK(rep, rank, 18, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0,
               "broadcast root 2 of 2: %s", collgen_status_name(rc));
+  /* all_gather: NCCL is the whole op. Uneven i32 shards (3 and 5
+  ** elements): send and receive in one group and a copy of the own shard
+  ** (none in place); equal i16 shards: one ncclAllGather (i16 moves as
+  ** f16 bits); no kernel either way */
+  int64_t g0[1] = {3}, g1[1] = {5}, geq[1] = {4096};
+  const int64_t *gshards[2] = {g0, g1}, *geqs[2] = {geq, geq};
+  const size_t gmine = rank ? 5 : 3, gtheirs = rank ? 3 : 5, gown = rank ? 3 * 4 : 0;
+  reset();
+  rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_I32, 1, gshards, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 20, rc == COLLGEN_OK && nc->calls == 4 &&
+              call_is(1, "ncclSend", in, NULL, gmine, 2, 1 - rank, s) &&
+              call_is(2, "ncclRecv", NULL, out + (rank ? 0 : 3 * 4), gtheirs, 2, 1 - rank, s) &&
+              stats->copies == 1 && stats->launches == 0,
+              "uneven all_gather: %s, %ld NCCL calls, %ld copies, %ld launches",
+              collgen_comm_last_error(c), nc->calls, stats->copies, stats->launches);
+  reset();
+  rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_I32, 1, gshards, out + gown, out, 0, s);
+  CHILD_CHECK(rep, rank, 21, rc == COLLGEN_OK && nc->calls == 4 && stats->copies == 0,
+              "in-place uneven all_gather: %s, %ld copies", collgen_comm_last_error(c),
+              stats->copies);
+  reset();
+  rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_I16, 1, geqs, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 22, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclAllGather", in, out, 4096, 6, -1, s) && stats->launches == 0 &&
+              stats->copies == 0, "equal all_gather: %s, %ld calls", collgen_comm_last_error(c),
+              nc->calls);
   /* prepare loads the local kernel of an NCCL-routed group: the call then
   ** loads nothing */
   collgen_shape_t sh;

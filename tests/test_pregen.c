@@ -12,7 +12,8 @@
 ** allreduce_residual_rmsnorm with
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
-** would only lengthen the test). The same holds for a pregenerated cache
+** would only lengthen the test); all_gather over the allreduce sizes
+** (every 16th). The same holds for a pregenerated cache
 ** made read-only (`chmod -R a+rX,a-w`) and read by another user (as root:
 ** a child that drops to nobody), with one warning that new kernels would
 ** stay in memory.
@@ -32,7 +33,8 @@
 #include "test_util.h"
 
 #define MATRIX_ARGS                                                            \
-  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast " \
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast," \
+  "all_gather "                                                                \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -214,6 +216,18 @@ static int run_sweep(FILE *report, int read_only) {
           base.group_size = g;
           sweep_allreduce(s, base, sizes, nelems);
         }
+    /* all_gather (gathered elems, same flags): its kernel depends on the
+    ** group alone, so every 16th size is plenty */
+    for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+      for (int g = 2; g <= NGPUS[k]; ++g) {
+        if (NGPUS[k] % g) continue;
+        collgen_shape_t base;
+        collgen_shape_init(&base, COLLGEN_OP_ALL_GATHER);
+        base.dtype = DTYPES[d];
+        base.ngpus = NGPUS[k];
+        base.group_size = g;
+        for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
+      }
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);
   sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);

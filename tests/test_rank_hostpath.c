@@ -152,6 +152,33 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
               "root without input: %s", collgen_comm_last_error(c));
   free(bin);
   free(bout);
+  /* all_gather, uneven u8 shards (100 and 37 bytes) at an odd address:
+  ** each shard is staged into region IN, the kernel reads both ranks'
+  ** staging and writes this rank's output at the shards' offsets; a shard
+  ** over half the staging area is refused naming staging_bytes */
+  int64_t ga0[1] = {100}, ga1[1] = {37}, gabig[1] = {(int64_t)(8u << 20) / 2 + 1};
+  const int64_t *gashards[2] = {ga0, ga1}, *gabigs[2] = {gabig, ga1};
+  const size_t gamine = rank ? 37 : 100;
+  launches = stats->launches;
+  copies = stats->copies;
+  rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_U8, 1, gashards, in + 1, out, 0, s);
+  const fake_cuda_launch_t *gl = &stats->log[stats->launches - 1];
+  CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == launches + 1 &&
+              stats->copies == copies + 1 && strcmp(gl->kernel, "collgen_all_gather_u8_g2") == 0 &&
+              gl->params.in[0] == (const void *)(uintptr_t)c->staging[0] &&
+              gl->params.in[1] == (const void *)(uintptr_t)c->staging[1] &&
+              gl->params.out[rank] == out && gl->params.row_start[1] == 100 &&
+              gl->params.row_start[2] == 137 &&
+              memcmp((const void *)(uintptr_t)c->staging[rank], in + 1, gamine) == 0,
+              "all_gather: %s, %ld launches, %ld copies, %s", collgen_comm_last_error(c),
+              stats->launches - launches, stats->copies - copies, gl->kernel);
+  launches = stats->launches;
+  unsigned char *gabuf = aligned_alloc(256, 9u << 20);
+  rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_U8, 1, gabigs, gabuf, gabuf + (4u << 20) + 256, 0, s);
+  free(gabuf);
+  CHILD_CHECK(rep, rank, 30, rc == COLLGEN_ERR_INVALID_ARG && stats->launches == launches &&
+              strstr(collgen_comm_last_error(c), "staging_bytes"),
+              "oversized all_gather shard: %s", collgen_comm_last_error(c));
   free(res);
   free(nrm);
   /* mode mismatch */

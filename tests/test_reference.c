@@ -370,3 +370,21 @@ Test(reference, broadcast_copies_the_roots_bytes_only) {
   collgen__ref_broadcast(COLLGEN_DTYPE_F64, 0, 2, 1, in, out0);
   cr_expect_eq(out3[0], 0xA5A5A5A5A5A5A5A5ull, "zero elements write nothing");
 }
+
+/* all_gather: shards concatenated in group order, bit for bit, for any
+** element size; an empty shard adds nothing; a shard already at its
+** offset (in place) stays. */
+Test(reference, all_gather_concatenates_shards_in_order) {
+  const uint64_t a[2] = {0x0123456789abcdefull, 0xfedcba9876543210ull}, b[1] = {42};
+  const void *in[3] = {a, NULL, b};
+  const int64_t elems[3] = {2, 0, 1};
+  uint64_t out[3] = {0};
+  collgen__ref_all_gather(COLLGEN_DTYPE_F64, 3, elems, in, out);
+  cr_expect(out[0] == a[0] && out[1] == a[1] && out[2] == b[0]);
+  unsigned char bytes[5] = {1, 2, 3, 4, 5}, got[5];
+  memcpy(got, bytes, sizeof got);
+  const void *inplace[2] = {got, got + 2};
+  const int64_t n[2] = {2, 3};
+  collgen__ref_all_gather(COLLGEN_DTYPE_U8, 2, n, inplace, got);
+  cr_expect(memcmp(got, bytes, sizeof got) == 0, "in place leaves the bytes");
+}

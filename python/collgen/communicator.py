@@ -19,6 +19,7 @@ checks every call before anything is launched.
 """
 
 import ctypes
+import math
 import os
 import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
@@ -373,6 +374,18 @@ class Communicator:
         first = rank // g * g
         return sum(rows[first:first + g])
 
+    def _shard_rows(self, shard_rows, mine):
+        """One process per GPU: every rank's shard rows, from ``shard_rows``
+        (default: all equal to this rank's ``mine``), checked against it."""
+        rows = [mine] * self.nranks if shard_rows is None else [
+            c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
+        if len(rows) != self.nranks:
+            raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
+        if rows[self.rank] != mine:
+            raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
+                             f"shard has {mine} rows")
+        return rows
+
     def all_gather_rmsnorm(self, shard, weight, normed, residual, eps, *, weight_offset=0.0,
                            shard_rows=None, group_size=0, stream=None, dtype=None, shape=None):
         """Gathers every rank's row shard of its group into ``residual`` and
@@ -393,14 +406,7 @@ class Communicator:
             rows = [v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0 for v in shards]
             arrays, sp = self._shape_arrays(shards, ndim)
         else:
-            mine = shards[0].numel // cols if cols else 0
-            rows = [mine] * self.nranks if shard_rows is None else [
-                c_int64_arg(r, f"shard_rows[{i}]") for i, r in enumerate(shard_rows)]
-            if len(rows) != self.nranks:
-                raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
-            if rows[self.rank] != mine:
-                raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]} but this rank's "
-                                 f"shard has {mine} rows")
+            rows = self._shard_rows(shard_rows, shards[0].numel // cols if cols else 0)
             ndim = 2
             arrays, sp = self._shape_arrays([_Dims((r, cols)) for r in rows], 2)
         me = range(self.nranks) if self.is_local else [self.rank]
@@ -489,6 +495,43 @@ class Communicator:
                 self._ptr(), dt, ndim, arrays[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
                 ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr, eps, wo,
                 mode, static, g, streams[0])
+        self._check(rc)
+
+    def all_gather(self, shard, output, *, shard_rows=None, group_size=0, stream=None,
+                   dtype=None, shape=None):
+        """Gathers every rank's shard of its group ([rows_d, ...], equal but
+        for the first dimension, which may be 0) into ``output`` ([sum of
+        rows, ...], group-rank order, bit for bit). Any dtype. In place: a
+        shard that already sits at its offset in ``output``. One process
+        per GPU: ``shard_rows`` lists every rank's shard rows (default: all
+        equal to this rank's)."""
+        shards = self._views(shard, "shard", dtype, shape)
+        dt, name = self._dtype(shards, dtype, "shard")
+        b = dtype_bytes(name)
+        g = c_int_arg(group_size, "group_size")
+        me = range(self.nranks) if self.is_local else [self.rank]
+        if self.is_local:
+            if shard_rows is not None:
+                raise TypeError("shard_rows: one process for all GPUs reads every shard's rows "
+                                "from its own shape")
+            ndim = self._same_ndim(shards, "shard")
+            rows = [v.shape[0] if v.shape else 0 for v in shards]
+            arrays, sp = self._shape_arrays(shards, ndim)
+        else:
+            inner = tuple(shards[0].shape[1:])
+            rows = self._shard_rows(shard_rows, shards[0].shape[0] if shards[0].shape else 0)
+            ndim = max(1, len(shards[0].shape))
+            arrays, sp = self._shape_arrays([_Dims((r,) + inner) for r in rows], ndim)
+        row_bytes = [math.prod(v.shape[1:]) * b for v in shards]
+        outs = self._views(output, "output", name, (), True,
+                           [self._group_rows(rows, g, r) * rb for r, rb in zip(me, row_bytes)])
+        streams = self._streams(stream)
+        if self.is_local:
+            rc = lib.collgen_all_gather(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in shards]),
+                                        _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_all_gather(self._ptr(), dt, ndim, sp, shards[0].ptr, outs[0].ptr,
+                                             g, streams[0])
         self._check(rc)
 
 

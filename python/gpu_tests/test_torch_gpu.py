@@ -159,6 +159,23 @@ def test_local_all_gather_rmsnorm(local):
     _same("normed", normed)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.uint8, torch.float64])
+def test_local_all_gather(local, dtype):
+    n = local.nranks
+    g = torch.Generator(device=DEV).manual_seed(5)
+    shards = [torch.randint(0, 255, (r % 3, 5, 7), generator=g, device=DEV).to(dtype)
+              for r in range(n)]
+    ref.poison_allocator(1 << 20)
+    got = local.all_gather(shards)
+    halves = local.all_gather(shards, group_size=2)
+    torch.cuda.synchronize()
+    for r in range(n):
+        assert torch.equal(got[r], torch.cat(shards))
+        first = r // 2 * 2
+        assert torch.equal(halves[r], torch.cat(shards[first:first + 2]))
+    _same("all_gather", got)
+
+
 @pytest.mark.parametrize("fp8", [None, "dynamic", 0.02])
 def test_local_fused_add_rmsnorm(local, fp8):
     n, rows, cols = local.nranks, 6, 4096

@@ -124,6 +124,38 @@ def ops_scenario(comm):
                                         "normed")
                 same_on_every_rank("all_gather_rmsnorm", normed, residual)
 
+    for dtype, inner, rows_of in ((torch.bfloat16, (4096,), lambda r: 2),
+                                  (torch.uint8, (33,), lambda r: r + 1),
+                                  (torch.int64, (), lambda r: 5 if r % 2 else 0),
+                                  (torch.float32, (3, 7), lambda r: r)):
+        for gs in sorted({0, 2} if WORLD >= 4 else {0}):
+            seed += 1
+
+            @check(f"all_gather {dtype} inner={inner} uneven={rows_of(1) != rows_of(0)} "
+                   f"group_size={gs}")
+            def _():
+                rows = [rows_of(r) for r in range(WORLD)]
+                g = torch.Generator(device=DEV).manual_seed(seed)
+                shards = [torch.randint(0, 255, (rows[r],) + inner, generator=g, device=DEV)
+                          .to(dtype) for r in range(WORLD)]
+                members = group_of(RANK, WORLD, gs)
+                want = torch.cat([shards[r] for r in members])
+                ref.poison_allocator(want.numel() * 8 + 64)
+                got = comm.all_gather(shards[RANK], shard_rows=rows, group_size=gs)
+                # in place: this rank's shard already at its offset in out
+                out = torch.zeros_like(want)
+                start = sum(rows[r] for r in members if r < RANK)
+                out[start:start + rows[RANK]] = shards[RANK]
+                got2 = comm.all_gather(out[start:start + rows[RANK]], out=out, shard_rows=rows,
+                                       group_size=gs)
+                functional = torch.ops.collgen.all_gather(shards[RANK], rows, comm.handle, gs)
+                torch.cuda.synchronize()
+                exact_equal(got, want, "out allocated")
+                assert got2 is out
+                exact_equal(out, want, "in place")
+                exact_equal(functional, want, "torch.ops.collgen.all_gather")
+                same_on_every_rank("all_gather", got, group_size=gs)
+
     for dtype, rows, cols, fp8 in ((torch.bfloat16, 1, 4096, None), (torch.bfloat16, 7, 5120, None),
                                    (torch.float16, 128, 4096, None),
                                    (torch.bfloat16, 5, 4096, "dynamic"),

@@ -15,7 +15,7 @@ from conftest import REPO
 from fakecuda import DeviceArray
 
 BF, F32 = "bf16", "f32"
-TYPESTR = {"bf16": "<u2", "f16": "<f2", "f32": "<f4"}
+TYPESTR = {"bf16": "<u2", "f16": "<f2", "f32": "<f4", "u8": "|u1", "i32": "<i4"}
 INV, ALIGN, NODEV = collgen.InvalidArgument, collgen.AlignmentError, collgen.NoDeviceError
 SH = (4, 1024)          # the RMSNorm ops' rows x cols: 8 KiB of bf16 per rank
 NAN, INF = math.nan, math.inf
@@ -111,6 +111,20 @@ def AG(e, **kw):
 def RR(e, **kw):
     """rr() of SH with valid buffers."""
     return rr(e, kw.pop("dt", BF), SH, SH, e.IN[0], e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0], **kw)
+
+
+def ga(e, dt, s0, s1, in0, in1, out0, out1, group=0):
+    """bad_inputs.c's ga(): all_gather over both ranks' shards and outputs
+    (raw pointers with shape= when the shards are equal)."""
+    if s0 == s1:
+        return e.comm.all_gather([in0, in1], [out0, out1], group_size=group, dtype=dt, shape=s0)
+    return e.comm.all_gather(arrays([in0, in1], [s0, s1], dt), [out0, out1], group_size=group,
+                             dtype=dt)
+
+
+def GA(e, dt=BF, group=0, s=SH):
+    """ga() of SH with valid buffers."""
+    return ga(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], group)
 
 
 def RQ(e, fp8, **kw):
@@ -341,6 +355,32 @@ CASES = [
      lambda e: rq(e, e.IN[0], e.NRM[0], e.GAM[0] + 8, e.OUT[0], e.GAM[0], "dynamic")),
     ("row_scales inside residual_out", INV, "partially overlaps",
      lambda e: rq(e, e.IN[0], e.NRM[0], e.OUT[0] + 64, e.OUT[0], e.GAM[0], "dynamic")),
+    # all_gather_cases
+    ("all_gather comm NULL (Python)", ValueError, "the communicator is closed",
+     lambda e: closed(e).all_gather(e.IN, e.OUT, dtype=BF, shape=SH)),
+    ("all_gather dtype 13 (Python)", TypeError, "dtype must be a str", lambda e: GA(e, dt=13)),
+    row("all_gather tensor rank 0", INV, "needs tensor rank 1..8", lambda e: GA(e, s=())),
+    row("all_gather inner dims differ", INV, "only dimension 0 may differ",
+        lambda e: ga(e, BF, (2, 2, 1024), (2, 1, 1024), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+    ("all_gather negative rows (Python)", ValueError, "shard[0]: shape[0]: -1 is outside",
+     lambda e: ga(e, BF, (-1, 1024), SH, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+    ("all_gather gathered past 2^40", INV, "COLLGEN_MAX_ELEMS",
+     lambda e: GA(e, dt="u8", s=((1 << 39) + 1,))),
+    ("all_gather group_size 3", INV, "group_size 3 does not divide", lambda e: GA(e, group=3)),
+    ("all_gather input of rank 0 NULL", INV, "input of rank 0 is NULL",
+     lambda e: ga(e, BF, SH, SH, 0, e.IN[1], e.OUT[0], e.OUT[1])),
+    ("all_gather output of rank 1 NULL", INV, "output of rank 1 is NULL",
+     lambda e: ga(e, BF, SH, SH, e.IN[0], e.IN[1], e.OUT[0], 0)),
+    ("i32 all_gather input at +2 bytes", ALIGN, "input of rank 0 (",
+     lambda e: ga(e, "i32", SH, SH, e.IN[0] + 2, e.IN[1], e.OUT[0], e.OUT[1])),
+    ("all_gather input inside output off its offset", INV, "partially overlaps",
+     lambda e: ga(e, BF, SH, SH, e.OUT[0] + 2, e.IN[1], e.OUT[0], e.OUT[1])),
+    ("all_gather rank 1's input at rank 0's offset", INV, "is the same buffer as",
+     lambda e: ga(e, BF, SH, SH, e.IN[0], e.OUT[1], e.OUT[0], e.OUT[1])),
+    ("all_gather input over the output's end", INV, "partially overlaps",
+     lambda e: ga(e, BF, SH, SH, e.IN[0], e.OUT[1] + 8194, e.OUT[0], e.OUT[1])),
+    ("all_gather groups of one: overlap still refused", INV, "partially overlaps",
+     lambda e: ga(e, BF, SH, SH, e.OUT[0] + 2, e.IN[1], e.OUT[0], e.OUT[1], group=1)),
 ]
 
 
@@ -371,6 +411,7 @@ INEXPRESSIBLE = {
     "normed_fp8 array NULL", "fp8 residual_out array NULL",
     "broadcast shapes NULL", "broadcast streams NULL", "broadcast inputs NULL",
     "broadcast outputs NULL",
+    "all_gather shapes NULL", "all_gather inputs NULL", "all_gather outputs NULL",
 }
 
 

@@ -258,3 +258,13 @@ void collgen__ref_broadcast(collgen_dtype_t dtype, int64_t n, int group, int roo
   for (int g = 0; g < group; ++g)
     if (out[g] != in[root]) memmove(out[g], in[root], bytes);
 }
+
+void collgen__ref_all_gather(collgen_dtype_t dtype, int group, const int64_t *elems,
+                             const void *const *in, void *out) {
+  const size_t esize = elem_bytes(__func__, dtype);
+  size_t at = 0;
+  for (int g = 0; g < group; ++g) {
+    if (elems[g]) memmove((char *)out + at, in[g], (size_t)elems[g] * esize);
+    at += (size_t)elems[g] * esize;
+  }
+}

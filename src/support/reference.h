@@ -113,4 +113,9 @@ double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
 ** rounding), 64 ulps for f32 (f32 accumulation over the row); equal for
 ** a copy-only dtype. */
 int collgen__ref_close(collgen_dtype_t dtype, double got, double exact);
+/* all_gather: the `group` shards in[g] (elems[g] elements of any dtype,
+** copy-only ones too) concatenated in group order into out, bit for bit.
+** A shard may already sit at its offset in out (in place). */
+void collgen__ref_all_gather(collgen_dtype_t dtype, int group, const int64_t *elems,
+                             const void *const *in, void *out);
 #endif

@@ -3,7 +3,8 @@
 ** same buffers.
 **
 ** For allreduce_sum over sizes 1 KB .. 1 GB, allgather_rmsnorm and
-** allreduce_residual_rmsnorm (bench_residual.c) over rows x cols, it first
+** allreduce_residual_rmsnorm (bench_residual.c) over rows x cols, and
+** all_gather (against ncclAllGather) over gathered sizes, it first
 ** checks collgen's result against the CPU reference (a wrong answer fails
 ** the run), then times collgen and NCCL (ncclCommInitAll; ncclAllReduce;
 ** ncclAllGather followed by a plain RMSNorm kernel; ncclAllReduce followed
@@ -768,6 +769,113 @@ static void bench_host_overhead(bench_t *b) {
   }
 }
 
+/* ---- all_gather ---------------------------------------------------------- */
+
+typedef struct {
+  int64_t count, shape[1]; /* elements per rank (equal shards) */
+  char *in[8], *out[8];
+} ag_arg;
+
+static void launch_collgen_ag(bench_t *b, void *vp, int iter) {
+  (void)iter;
+  ag_arg *a = vp;
+  const int64_t *shapes[8];
+  for (int r = 0; r < b->n; ++r) shapes[r] = a->shape;
+  int rc = collgen_all_gather(b->comm, b->dt, 1, shapes, (const void *const *)a->in,
+                              (void *const *)a->out, b->group, b->streams);
+  if (rc != COLLGEN_OK) die("collgen_all_gather", collgen_comm_last_error(b->comm));
+}
+
+static void launch_nccl_ag(bench_t *b, void *vp, int iter) {
+  (void)iter;
+  ag_arg *a = vp;
+  NC(ncclGroupStart());
+  for (int r = 0; r < b->n; ++r)
+    NC(ncclAllGather(a->in[r], a->out[r], (size_t)a->count, nccl_type(b->dt), b->nccl[r],
+                     (cudaStream_t)b->streams[r]));
+  NC(ncclGroupEnd());
+}
+
+/* One call of fn on poisoned outputs, every rank's output against the CPU
+** reference (the group's shards, bit for bit); 0 (said) when it differs. */
+static int all_gather_ok(bench_t *b, ag_arg *a, launch_fn fn, const char *who) {
+  const int g = group_of(b);
+  const size_t shard = (size_t)a->count * (size_t)esize_of(b), total = shard * (size_t)g;
+  char *host = malloc(shard * (size_t)b->n), *want = malloc(total), *got = malloc(total);
+  if (!host || !want || !got) die("all_gather check", "out of memory");
+  for (int r = 0; r < b->n; ++r) {
+    if (collgen__dev_fill(b->comm, r, a->out[r], 0xff, total) != COLLGEN_OK ||
+        collgen__dev_download(b->comm, r, host + shard * (size_t)r, a->in[r], shard) != COLLGEN_OK)
+      die("all_gather check", collgen_comm_last_error(b->comm));
+  }
+  fn(b, a, 0);
+  sync_all(b);
+  int ok = 1;
+  for (int r = 0; ok && r < b->n; ++r) {
+    const void *in[8];
+    int64_t elems[8];
+    for (int k = 0; k < g; ++k) {
+      in[k] = host + shard * (size_t)(r / g * g + k);
+      elems[k] = a->count;
+    }
+    collgen__ref_all_gather(b->dt, g, elems, in, want);
+    if (collgen__dev_download(b->comm, r, got, a->out[r], total) != COLLGEN_OK)
+      die("all_gather check", collgen_comm_last_error(b->comm));
+    ok = memcmp(got, want, total) == 0;
+    if (!ok) fprintf(stderr, "collgen-bench: all_gather %s: rank %d differs from the CPU reference "
+                     "(%zu bytes per rank)\n", who, r, shard);
+  }
+  free(host);
+  free(want);
+  free(got);
+  return ok;
+}
+
+/* all_gather of equal shards against ncclAllGather, gathered sizes 8 KB ..
+** max_bytes; busbw as nccl-tests: algbw (gathered bytes / t) * (n-1)/n. */
+static void bench_all_gather(bench_t *b, size_t max_bytes) {
+  const int g = group_of(b);
+  ag_arg a;
+  memset(&a, 0, sizeof a);
+  FOR_LOCAL(b, r) {
+    if (collgen__dev_alloc(b->comm, r, max_bytes / (size_t)g + 16, (void **)&a.in[r]) ||
+        collgen__dev_alloc(b->comm, r, max_bytes, (void **)&a.out[r]))
+      die("alloc", collgen_comm_last_error(b->comm));
+    upload_random(b, r, a.in[r], max_bytes / (size_t)g);
+  }
+  printf("\nall_gather %s, %d GPUs, groups of %d (us per call, gathered bytes; x_* = NCCL time / "
+         "collgen time)\n", collgen__dtype_name(b->dt), b->n, g);
+  printf("%10s %10s %10s %9s %9s %10s %10s %8s %8s\n", "bytes", "eager", "graph", "algbw", "busbw",
+         "nccl_eag", "nccl_gr", "x_eager", "x_graph");
+  for (size_t bytes = 8192; bytes <= max_bytes; bytes *= 4) {
+    if (b->quick && bytes != 8192 && bytes != (512u << 10) && bytes != (32u << 20) &&
+        bytes != (512u << 20))
+      continue;
+    a.count = a.shape[0] = (int64_t)(bytes / (size_t)g / (size_t)esize_of(b));
+    if (!all_gather_ok(b, &a, launch_collgen_ag, "collgen")) exit(1);
+    const int batch = batch_for(bytes);
+    double ce = time_calls(b, launch_collgen_ag, &a, batch, 0);
+    double cg = time_calls(b, launch_collgen_ag, &a, batch, 1);
+    double ne = NAN, ng = NAN;
+    if (all_gather_ok(b, &a, launch_nccl_ag, "baseline (NCCL)")) {
+      ne = time_calls(b, launch_nccl_ag, &a, batch, 0);
+      ng = time_calls(b, launch_nccl_ag, &a, batch, 1);
+    }
+    const double algbw = (double)bytes / (cg * 1e3), busbw = algbw * (g - 1) / g;
+    const double nbus = (double)bytes / (ng * 1e3) * (g - 1) / g;
+    printf("%10zu %10.2f %10.2f %9.1f %9.1f %10.2f %10.2f %8.2f %8.2f\n", bytes, ce, cg, algbw,
+           busbw, ne, ng, ne / ce, ng / cg);
+    fflush(stdout);
+    if (b->csv)
+      fprintf(b->csv, "all_gather,%s,%d,%d,%zu,0,0,%.3f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f,,,,,\n",
+              collgen__dtype_name(b->dt), b->n, g, bytes, ce, cg, ne, ng, algbw, busbw, nbus);
+  }
+  FOR_LOCAL(b, r) {
+    collgen__dev_free(b->comm, r, a.in[r]);
+    collgen__dev_free(b->comm, r, a.out[r]);
+  }
+}
+
 int main(int argc, char **argv) {
   bench_t b;
   memset(&b, 0, sizeof b);
@@ -856,6 +964,7 @@ int main(int argc, char **argv) {
     bench_residual_rmsnorm(&b);
     bench_residual_rmsnorm_fp8(&b);
     bench_broadcast(&b, max_bytes);
+    bench_all_gather(&b, max_bytes);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

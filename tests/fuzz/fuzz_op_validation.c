@@ -51,7 +51,8 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
-  int op = (int)(take(&p, end, 1) % 5); /* 3: allreduce_residual_rmsnorm_fp8, 4: broadcast */
+  /* 3: allreduce_residual_rmsnorm_fp8, 4: broadcast, 5: all_gather */
+  int op = (int)(take(&p, end, 1) % 6);
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -99,6 +100,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   else if (op == 4) /* the root from the eps bits: mostly in range, sometimes not */
     rc = collgen_broadcast(comm, dtype, trank, shapes, (const void *const *)ptr[0], ptr[1],
                            (int)(eb % 12) - 2, group, streams);
+  else if (op == 5)
+    rc = collgen_all_gather(comm, dtype, trank, shapes, (const void *const *)ptr[0], ptr[1],
+                            group, streams);
   else
     rc = collgen_allreduce_residual_rmsnorm_fp8(
         comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],

@@ -366,6 +366,17 @@ class Communicator:
         first = ((self.rank if rank is None else rank) // g) * g
         return sum(shard_rows[first:first + g])
 
+    def _shard_rows(self, shard_rows, mine):
+        """Every rank's shard rows (default: all ``mine``, this rank's),
+        checked against this rank's."""
+        rows = [mine] * self.nranks if shard_rows is None else [int(r) for r in shard_rows]
+        if len(rows) != self.nranks:
+            raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
+        if rows[self.rank] != mine:
+            raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]}, but this rank's "
+                             f"shard has {mine} rows")
+        return rows
+
     def all_gather_rmsnorm(self, shard, weight, eps, *, weight_offset=0.0, shard_rows=None,
                            group_size=0):
         """Gathers the row shards of this rank's group (``shard``: [..., cols],
@@ -378,12 +389,7 @@ class Communicator:
         self._norm_input(shard, "shard")
         cols = shard.shape[-1]
         mine = shard.numel() // cols if cols else 0
-        rows = [mine] * self.nranks if shard_rows is None else [int(r) for r in shard_rows]
-        if len(rows) != self.nranks:
-            raise ValueError(f"shard_rows: {len(rows)} entries for {self.nranks} ranks")
-        if rows[self.rank] != mine:
-            raise ValueError(f"shard_rows[{self.rank}] is {rows[self.rank]}, but this rank's "
-                             f"shard has {mine} rows")
+        rows = self._shard_rows(shard_rows, mine)
         if _is_compiling():
             return torch.ops.collgen.all_gather_rmsnorm(shard, weight, eps, weight_offset, rows,
                                                         self.handle, group_size)
@@ -573,5 +579,56 @@ class Communicator:
             self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
         self._local_call(lambda streams: self._core.broadcast(
             _arrays(xs), _arrays(outs), root, group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
+            stream=streams))
+        return outs
+    # ---- all_gather -----------------------------------------------------
+
+    def all_gather(self, x, *, out=None, shard_rows=None, group_size=0):
+        """The shards ``x`` ([rows, ...], any dtype; equal but for the first
+        dimension, which may be 0) of this rank's group, concatenated in
+        group-rank order: [sum of rows, ...], bit for bit. ``out``: the
+        gathered tensor to write (allocated when None; ``x`` may be its own
+        slice of it: in place). ``shard_rows``: every rank's rows (default:
+        all equal to this rank's). Returns the gathered tensor. Local mode:
+        lists of tensors."""
+        if self.rank is None:
+            return self._local_all_gather(x, out, group_size)
+        self._tensor(x, "x", None, bits=True)
+        if x.dim() < 1:
+            raise ValueError("x: all_gather needs a tensor of at least one dimension")
+        rows = self._shard_rows(shard_rows, x.shape[0])
+        if _is_compiling():
+            r = torch.ops.collgen.all_gather(x, rows, self.handle, group_size)
+            return out.copy_(r) if out is not None else r
+        return self._eager_all_gather(x, out, rows, group_size)
+
+    def _eager_all_gather(self, x, out, rows, group_size):
+        dt = self._tensor(x, "x", None, bits=True)
+        shape = (self._group_rows(rows, group_size),) + tuple(x.shape[1:])
+        if out is None:
+            out = torch.empty(shape, dtype=x.dtype, device=self.device)
+        else:
+            self._tensor(out, "out", x.dtype, shape, bits=True)
+        arrays = [_DIMS[x.dim()](r, *x.shape[1:]) for r in rows]
+        shapes = (POINTER(c_int64) * len(arrays))(*arrays)
+        self._fail(lib.collgen_rank_all_gather(self._h, dt, x.dim(), shapes, x.data_ptr(),
+                                               out.data_ptr(), c_int_arg(group_size, "group_size"),
+                                               self._stream()))
+        return out
+
+    def _local_all_gather(self, xs, outs, group_size):
+        self._lists(("x", xs), ("out", outs))
+        x0 = xs[0]
+        for r, x in enumerate(xs):
+            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], bits=True)
+            if x.dim() < 1 or x.shape[1:] != x0.shape[1:]:
+                raise ValueError(f"x[{r}] has shape {tuple(x.shape)}; every shard needs the "
+                                 f"shape [rows, {', '.join(map(str, x0.shape[1:]))}]")
+        rows = [x.shape[0] for x in xs]
+        if outs is None:
+            outs = [torch.empty((self._group_rows(rows, group_size, r),) + tuple(x0.shape[1:]),
+                                dtype=x0.dtype, device=d) for r, d in enumerate(self.devices)]
+        self._local_call(lambda streams: self._core.all_gather(
+            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[x0.dtype],
             stream=streams))
         return outs

@@ -20,6 +20,8 @@ dtypes from the inputs alone.
       that static scale (scales: empty).
   broadcast(Tensor x, int root, int comm, int group_size) -> Tensor
       group rank root's x on every rank (any dtype).
+  all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor
+      the group's shards [sum of its shard_rows, *x.shape[1:]], any dtype.
 """
 
 import torch
@@ -36,6 +38,7 @@ _LIB.define("fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, flo
             "float weight_offset, float static_scale, int comm, int group_size) "
             "-> (Tensor, Tensor, Tensor)")
 _LIB.define("broadcast(Tensor x, int root, int comm, int group_size) -> Tensor")
+_LIB.define("all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor")
 
 
 def _all_reduce(x, comm, group_size):
@@ -79,6 +82,13 @@ _LIB.impl("fused_add_rmsnorm_fp8", _fused_add_rmsnorm_fp8, "CUDA")
 _LIB.impl("broadcast", _broadcast, "CUDA")
 
 
+def _all_gather(x, shard_rows, comm, group_size):
+    return communicator_of(comm)._eager_all_gather(x, None, list(shard_rows), group_size)
+
+
+_LIB.impl("all_gather", _all_gather, "CUDA")
+
+
 @torch.library.register_fake("collgen::all_reduce")
 def _all_reduce_fake(x, comm, group_size):
     return torch.empty_like(x)
@@ -108,3 +118,9 @@ def _fused_add_rmsnorm_fp8_fake(x, residual, weight, eps, weight_offset, static_
 @torch.library.register_fake("collgen::broadcast")
 def _broadcast_fake(x, root, comm, group_size):
     return torch.empty_like(x)
+
+
+@torch.library.register_fake("collgen::all_gather")
+def _all_gather_fake(x, shard_rows, comm, group_size):
+    rows = communicator_of(comm)._group_rows(list(shard_rows), group_size)
+    return x.new_empty((rows,) + tuple(x.shape[1:]))
