@@ -49,6 +49,9 @@ typedef struct {
   R(gamma, "gamma", 0, 0)                                                      \
   R(normed_fp8, "normed_fp8 output", 1, 1)                                     \
   R(row_scales, "row_scales", 1, 4)
+#define COLLGEN_ROLES_REDUCE_SCATTER_SUM(R)                                    \
+  R(input, "input", 0, 0)                                                      \
+  R(output, "output", 1, 0)
 
 /* The most roles an op may have (role masks are unsigned bit sets). */
 #define COLLGEN_MAX_ROLES 7
