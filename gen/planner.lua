@@ -326,7 +326,7 @@ local function plan_reduce_scatter_sum(s)
   local vec = s.aligned16 and (16 // esize) or 1
   local copy = g == 1 and { from = "input", to = "output" } or nil  -- the identity
   local block = 512
-  local work = ceil_div(ceil_div(s.elems, g), vec)   -- vectors of the largest chunk
+  local work = ceil_div(ceil_div(s.rows, g) * s.cols, vec)  -- vectors of the largest chunk
   return {
     op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = vec,
     block = block, grid = clamp(ceil_div(work, block), 1, grid_cap(s)), cols = 0, items = 0,
