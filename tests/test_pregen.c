@@ -31,7 +31,8 @@
 #include "test_util.h"
 
 #define MATRIX_ARGS                                                            \
-  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm " \
+  "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm," \
+  "reduce_scatter_sum " \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -208,6 +209,10 @@ static int run_sweep(FILE *report, int read_only) {
         base.dtype = DTYPES[d];
         base.ngpus = NGPUS[k];
         base.group_size = g;
+        sweep_allreduce(s, base, sizes, nelems);
+        base.op = COLLGEN_OP_REDUCE_SCATTER_SUM; /* the same sweep of elems (rows of one) */
+        base.cols = 1;
+        base.rows = 0;
         sweep_allreduce(s, base, sizes, nelems);
       }
   }
