@@ -136,6 +136,8 @@ FUNCTIONS = [
     ("collgen_rank_allreduce_residual_rmsnorm_fp8", c_int,
      [_P, c_int, c_int, _SHAPE, _P, _P, _P, POINTER(c_float), _P, _P, c_float, c_float, c_int,
       c_float, c_int, _P]),
+    ("collgen_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
+    ("collgen_rank_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, _P]),
     ("collgen_register_buffer", c_int, [_P, _P, c_size_t, _HANDLE_OUT]),
     ("collgen_deregister_buffer", c_int, [_P, _P]),
     ("collgen_catalog_count", c_int, [c_char_p]),

@@ -18,6 +18,8 @@ dtypes from the inputs alone.
       -> (Tensor normed_fp8, Tensor residual_out, Tensor scales)
       static_scale 0.0 = a dynamic scale per row (scales: float32 [rows]); else
       that static scale (scales: empty).
+  reduce_scatter(Tensor x, int comm, int group_size) -> Tensor
+      this rank's chunk of rows of the sum: [count, ...] (Communicator.reduce_scatter)
 """
 
 import torch
@@ -33,6 +35,7 @@ _LIB.define("fused_add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float e
 _LIB.define("fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, float eps, "
             "float weight_offset, float static_scale, int comm, int group_size) "
             "-> (Tensor, Tensor, Tensor)")
+_LIB.define("reduce_scatter(Tensor x, int comm, int group_size) -> Tensor")
 
 
 def _all_reduce(x, comm, group_size):
@@ -61,10 +64,19 @@ def _fused_add_rmsnorm_fp8(x, residual, weight, eps, weight_offset, static_scale
                                               float(static_scale), group_size)
 
 
+def _reduce_scatter(x, comm, group_size):
+    c = communicator_of(comm)
+    dt = c._tensor(x, "x", None)
+    out = x.new_empty(c._scatter_shape(x.shape, group_size, c.rank))
+    c._eager_reduce_scatter(dt, x, out, group_size)
+    return out
+
+
 _LIB.impl("all_reduce", _all_reduce, "CUDA")
 _LIB.impl("all_gather_rmsnorm", _all_gather_rmsnorm, "CUDA")
 _LIB.impl("fused_add_rmsnorm", _fused_add_rmsnorm, "CUDA")
 _LIB.impl("fused_add_rmsnorm_fp8", _fused_add_rmsnorm_fp8, "CUDA")
+_LIB.impl("reduce_scatter", _reduce_scatter, "CUDA")
 
 
 @torch.library.register_fake("collgen::all_reduce")
@@ -91,3 +103,9 @@ def _fused_add_rmsnorm_fp8_fake(x, residual, weight, eps, weight_offset, static_
     rows = x.numel() // x.shape[-1]
     scales = x.new_empty((rows if static_scale == 0.0 else 0,), dtype=torch.float32)
     return x.new_empty(x.shape, dtype=FP8_DTYPE), torch.empty_like(x), scales
+
+
+@torch.library.register_fake("collgen::reduce_scatter")
+def _reduce_scatter_fake(x, comm, group_size):
+    c = communicator_of(comm)
+    return x.new_empty(c._scatter_shape(x.shape, group_size, c.rank))
