@@ -197,7 +197,8 @@ class Communicator:
         on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
         first such call loads nothing."""
         op = {"all_reduce": "allreduce_sum", "all_gather_rmsnorm": "allgather_rmsnorm",
-              "fused_add_rmsnorm": "allreduce_residual_rmsnorm"}.get(op, op)
+              "fused_add_rmsnorm": "allreduce_residual_rmsnorm",
+              "reduce_scatter": "reduce_scatter_sum"}.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
 
     def register(self, tensor):
