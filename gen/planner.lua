@@ -354,6 +354,28 @@ local function plan_all_gather(s)
   }
 end
 
+-- reduce-scatter sum: s.rows = N, s.cols = elements per row, s.elems =
+-- N * cols. One algorithm: after a barrier, rank i pulls its chunk of rows
+-- from every rank and sums it (the one-shot pull of allreduce, on a chunk);
+-- aligned16 already says whether every chunk start is 16-byte aligned
+-- (runtime/op_reduce_scatter_sum.c). No LL variant yet.
+local function plan_reduce_scatter_sum(s)
+  local esize = DTYPES[s.dtype].bytes
+  local g = s.group_size
+  if s.elems < 0 then fail("elems must be >= 0") end
+  local vec = s.aligned16 and (16 // esize) or 1
+  local copy = g == 1 and { from = "input", to = "output" } or nil  -- the identity
+  local block = 512
+  local work = ceil_div(ceil_div(s.rows, g) * s.cols, vec)  -- vectors of the largest chunk
+  return {
+    op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = vec,
+    block = block, grid = clamp(ceil_div(work, block), 1, grid_cap(s)), cols = 0, items = 0,
+    fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_reduce_scatter_sum_%s_g%d_v%d", s.dtype, g, vec),
+    peer_reads = copy and {} or { "input" }, peer_writes = {}, copy = copy,
+  }
+end
+
 -- One planning function per op of the catalog; an op without one is an
 -- error when the generator starts, not when a call arrives.
 local PLANNERS = {
@@ -362,6 +384,7 @@ local PLANNERS = {
   allreduce_residual_rmsnorm = plan_allreduce_residual_rmsnorm,
   broadcast = plan_broadcast,
   all_gather = plan_all_gather,
+  reduce_scatter_sum = plan_reduce_scatter_sum,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -397,6 +420,7 @@ local VARIANT_AXES = {
                                  per_cols = true },
   broadcast = { size = "elems", thresholds = {} },
   all_gather = { size = "elems", thresholds = {} },  -- the kernel does not depend on the size
+  reduce_scatter_sum = { size = "elems", thresholds = {} },
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end

@@ -73,7 +73,13 @@ typedef struct {
      (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int root,  \
       collgen__nccl_comm_t comm, CUstream stream))                                      \
   XX(ncclGroupStart, collgen__nccl_result, (void))                                      \
-  XX(ncclGroupEnd, collgen__nccl_result, (void))
+  XX(ncclGroupEnd, collgen__nccl_result, (void))                                        \
+  XX(ncclReduceScatter, collgen__nccl_result,                                           \
+     (const void *send, void *recv, size_t recvcount, collgen__nccl_dtype dtype, int op, \
+      collgen__nccl_comm_t comm, CUstream stream))                                      \
+  XX(ncclReduce, collgen__nccl_result,                                                  \
+     (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int op,    \
+      int root, collgen__nccl_comm_t comm, CUstream stream))
 
 typedef struct {
 #define COLLGEN_NCCL_FIELD(name, ret, params) ret(*name) params;

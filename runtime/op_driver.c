@@ -310,14 +310,16 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
     g->empty = 0;
     collgen__common_shape(c, call, &g->shape);
     rc = rt->measure_group(c, call, base, size, g);
+    const int op_aligned16 = g->shape.aligned16; /* an op may clear it (offsets) */
     for (int r = base; rc == COLLGEN_OK && !g->empty && r < base + size; ++r)
       if (collgen__comm_is_local(c, r)) rc = check_rank_buffers(c, rt, call, g, r);
     if (rc != COLLGEN_OK) return rc;
     if (call->per_rank) {
       /* The peers' buffers are unknown here, so every rank plans the same
-      ** aligned, not-in-place call; the staging (op_staging.c) makes this
-      ** rank's buffers fit. */
-      g->shape.aligned16 = 1;
+      ** aligned (unless measure_group said otherwise from the shape alone),
+      ** not-in-place call; the staging (op_staging.c) makes this rank's
+      ** buffers fit. */
+      g->shape.aligned16 = op_aligned16;
       g->shape.inplace = 0;
     } else if (!g->empty && rt->finish_group) {
       rt->finish_group(call, base, size, g);

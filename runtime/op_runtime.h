@@ -72,7 +72,9 @@ typedef struct {
   int (*check_scalars)(collgen_comm_t *c, const collgen__call *call);
   /* Checks the shapes of the group [base, base+size) and fills g: extents
   ** of every role per rank (0 for the call's unused_roles), shape fields,
-  ** empty. g->shape already holds the common fields. Must not launch or
+  ** empty. g->shape already holds the common fields; the op may clear
+  ** g->shape.aligned16 when its own offsets into the buffers are not
+  ** 16-byte aligned (kept in both process models). Must not launch or
   ** write anything. */
   int (*measure_group)(collgen_comm_t *c, const collgen__call *call, int base, int size,
                        collgen__group *g);

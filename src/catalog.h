@@ -55,6 +55,9 @@ typedef struct {
 #define COLLGEN_ROLES_ALL_GATHER(R)                                            \
   R(input, "input", 0, 0)                                                      \
   R(output, "output", 1, 0)
+#define COLLGEN_ROLES_REDUCE_SCATTER_SUM(R)                                    \
+  R(input, "input", 0, 0)                                                      \
+  R(output, "output", 1, 0)
 
 /* The most roles an op may have (role masks are unsigned bit sets). */
 #define COLLGEN_MAX_ROLES 7

@@ -132,6 +132,7 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
      "allreduce_residual_rmsnorm.cu.tpl", 2)                                   \
   XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1)                        \
+  XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1) \
   XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)
 
 typedef enum {
@@ -607,6 +608,21 @@ COLLGEN_API int collgen_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, 
                                    const void *const *inputs, void *const *outputs,
                                    int group_size, const collgen_stream_t *streams);
 
+/* reduce-scatter sum. Every rank of a group holds `inputs[d]` of shape
+** shapes[d][0..rank-1] = [N, ...] (the same within a group; rank >= 1).
+** Group rank i gets rows [start_i, start_i + count_i) of the sum over the
+** group into `outputs[d]`, of shape [count_i, ...]: count_i = N/G + (i <
+** N%G), start_i = i*(N/G) + min(i, N%G) (collgen__scatter_chunk); a rank
+** past N gets 0 rows. The sum is taken in f32 in group-rank order and
+** rounded once: the bits of collgen_allreduce_sum for those rows. Computing
+** dtypes only (a copy-only dtype is COLLGEN_ERR_INVALID_ARG). An output
+** may not overlap its rank's input (no in place). A group of one copies
+** its input. Zero elements: success, no launch. */
+COLLGEN_API int collgen_reduce_scatter_sum(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                           const int64_t *const *shapes,
+                                           const void *const *inputs, void *const *outputs,
+                                           int group_size, const collgen_stream_t *streams);
+
 /* ---- One process per GPU: the unique id ------------------------------ */
 
 /* Bytes of a unique id, and characters of its text form (lower-case hex,
@@ -749,6 +765,19 @@ COLLGEN_API int collgen_rank_broadcast(collgen_comm_t *comm, collgen_dtype_t dty
 COLLGEN_API int collgen_rank_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
                                         const int64_t *const *shard_shapes, const void *input,
                                         void *output, int group_size, collgen_stream_t stream);
+
+/* reduce_scatter_sum on a communicator of collgen_comm_init_rank: this
+** rank gives its input, output and stream; `shape` is the shape every rank
+** of the group holds. Same semantics, checks, error codes and bits as
+** collgen_reduce_scatter_sum. Peers read this rank's whole input: it is
+** staged (unless registered) and must fit half the staging area
+** (COLLGEN_ERR_INVALID_ARG names the staging_bytes to ask for); a chunk of
+** a peer is not a contiguous piece of the input, so the call is not cut.
+** Capturable in a CUDA graph. */
+COLLGEN_API int collgen_rank_reduce_scatter_sum(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                                int rank, const int64_t *shape,
+                                                const void *input, void *output,
+                                                int group_size, collgen_stream_t stream);
 
 /* A user buffer registered with collgen_register_buffer. */
 typedef struct collgen_buffer collgen_buffer_t;

@@ -63,14 +63,19 @@ static void expect(const bad_env *e, const char *what, int rc, int code, const c
   cr_expect(strstr(msg, frag) != NULL, "%s: message '%s' lacks '%s'", what, msg, frag);
 }
 
-/* allreduce with per-rank shapes and buffers. */
-static int ar(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
-              const void *in0, const void *in1, void *out0, void *out1, int group) {
+/* An op of one input and one output per rank (allreduce_sum,
+** reduce_scatter_sum) with per-rank shapes and buffers. */
+typedef int (*in_out_op)(collgen_comm_t *, collgen_dtype_t, int, const int64_t *const *,
+                         const void *const *, void *const *, int, const collgen_stream_t *);
+static int in_out(in_out_op fn, bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0,
+                  const int64_t *s1, const void *in0, const void *in1, void *out0, void *out1,
+                  int group) {
   const int64_t *shapes[2] = {s0, s1};
   const void *in[2] = {in0, in1};
   void *out[2] = {out0, out1};
-  return collgen_allreduce_sum(e->c, dt, rank, shapes, in, out, group, e->streams);
+  return fn(e->c, dt, rank, shapes, in, out, group, e->streams);
 }
+#define ar(...) in_out(collgen_allreduce_sum, __VA_ARGS__)
 
 /* allgather_rmsnorm; rank 1 always uses its own, valid buffers. */
 static int ag(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
@@ -556,6 +561,42 @@ static void all_gather_cases(bad_env *e) {
 #undef GA_OK
 }
 
+/* reduce_scatter_sum (mostly over [1000] bf16: rank 1 owns rows 500..999). */
+#define rs(...) in_out(collgen_reduce_scatter_sum, __VA_ARGS__)
+
+static void reduce_scatter_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  int64_t n[1] = {1000}, m[1] = {999}, rows[2] = {10, 100}, cols[2] = {100, 10};
+  const int64_t *shapes[2] = {n, n};
+  const void *in[2] = {IN(0), IN(1)};
+  void *out[2] = {OUT(0), OUT(1)};
+  CASE_TLS("reduce_scatter comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_reduce_scatter_sum(NULL, BF, 1, shapes, in, out, 0, e->streams));
+  CASE("reduce_scatter tensor rank 0", COLLGEN_ERR_INVALID_ARG, "tensor rank 1..8",
+       rs(e, BF, 0, n, n, AR_OK_BUFS, 0));
+  CASE("i64 reduce_scatter", COLLGEN_ERR_INVALID_ARG,
+       "reduce_scatter_sum computes on elements: i64 is a copy-only dtype",
+       rs(e, COLLGEN_DTYPE_I64, 1, n, n, AR_OK_BUFS, 0));
+  CASE("u8 reduce_scatter, groups of one (a copy)", COLLGEN_ERR_INVALID_ARG,
+       "u8 is a copy-only dtype", rs(e, COLLGEN_DTYPE_U8, 1, n, n, AR_OK_BUFS, 1));
+  CASE("reduce_scatter shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       rs(e, BF, 1, n, m, AR_OK_BUFS, 0));
+  CASE("reduce_scatter rows differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       rs(e, BF, 2, rows, cols, AR_OK_BUFS, 0));
+  CASE("reduce_scatter streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+       collgen_reduce_scatter_sum(e->c, BF, 1, shapes, in, out, 0, NULL));
+  CASE("reduce_scatter output of rank 1 NULL", COLLGEN_ERR_INVALID_ARG,
+       "output of rank 1 is NULL", rs(e, BF, 1, n, n, IN(0), IN(1), OUT(0), NULL, 0));
+  CASE("reduce_scatter output is the input", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rs(e, BF, 1, n, n, IN(0), IN(1), IN(0), OUT(1), 0));
+  CASE("reduce_scatter output at its own chunk", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rs(e, BF, 1, n, n, IN(0), IN(1), OUT(0), AT(IN(1), 1000), 0));
+  CASE("reduce_scatter output at an odd byte", COLLGEN_ERR_ALIGNMENT, "not aligned to its 2-byte",
+       rs(e, BF, 1, n, n, IN(0), IN(1), AT(OUT(0), 1), OUT(1), 0));
+  CASE("reduce_scatter, groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps", rs(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 2), OUT(1), 1));
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
@@ -565,5 +606,6 @@ int bad_inputs_run(bad_env *e, int ndevices) {
   residual_rmsnorm_fp8_cases(e);
   broadcast_cases(e);
   all_gather_cases(e);
+  reduce_scatter_cases(e);
   return ncases;
 }

@@ -176,6 +176,19 @@ int ncclRecv(void *recv, size_t count, int dtype, int peer, struct fake_comm *co
   return record("ncclRecv", NULL, recv, count, dtype, -1, peer, comm, stream);
 }
 
+int ncclReduceScatter(const void *send, void *recv, size_t recvcount, int dtype, int op,
+                      struct fake_comm *comm, void *stream) {
+  record("ncclReduceScatter", send, recv, recvcount, dtype, op, -1, comm, stream);
+  return start_work(comm);
+}
+
+/* Called inside a group (reduce_scatter_sum's uneven chunks); peer = root. */
+int ncclReduce(const void *send, void *recv, size_t count, int dtype, int op, int root,
+               struct fake_comm *comm, void *stream) {
+  group_comm = comm;
+  return record("ncclReduce", send, recv, count, dtype, op, root, comm, stream);
+}
+
 int ncclGroupStart(void) {
   group_comm = NULL;
   return record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);

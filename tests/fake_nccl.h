@@ -15,7 +15,7 @@ typedef struct {
   const void *send;
   void *recv;
   size_t count;
-  int dtype, op, peer; /* -1 where the call has none */
+  int dtype, op, peer; /* -1 where the call has none; ncclReduce: peer = root */
   int comm_rank, comm_nranks;
   void *stream;
 } fake_nccl_call_t;

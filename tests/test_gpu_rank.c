@@ -32,6 +32,7 @@
 #include "collgen.h"
 #include "comm_internal.h"
 #include "reference.h"
+#include "shape.h"
 #include "test_gpu.h"
 #include "test_util.h"
 
@@ -599,6 +600,67 @@ static void bcast_rounds(rank_ctx *x, uint64_t seed) {
   collgen__cu.cuGraphDestroy(g);
 }
 
+/* One checked reduce_scatter_sum of [rows, cols] (fresh inputs from the
+** seed, the output poisoned one row past this rank's chunk): the chunk bit
+** for bit against the reference, nothing written past it. `replay`: launch
+** that graph instead of calling. */
+static void scatter_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols,
+                          uint64_t seed, CUgraphExec replay) {
+  const size_t es = (size_t)collgen__dtype_bytes(dt), row = (size_t)cols * es;
+  int64_t start = 0, count = 0, shape[2] = {rows, cols};
+  collgen__scatter_chunk(rows, x->nranks, x->rank, &start, &count);
+  const size_t bytes = (size_t)count * row, poisoned = bytes + row;
+  make_inputs(dt, rows * cols, x->nranks, seed, x->host);
+  DEV_CHECK(x, collgen__dev_upload(x->c, x->rank, x->in, x->host[x->rank], (size_t)rows * row) ==
+            COLLGEN_OK, "upload");
+  DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->out, 0xff, poisoned) == COLLGEN_OK, "poison");
+  if (replay) {
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuGraphLaunch(replay, (CUstream)x->s) == CUDA_SUCCESS,
+               "graph launch");
+  } else {
+    int rc = collgen_rank_reduce_scatter_sum(x->c, dt, 2, shape, x->in, x->out, 0, x->s);
+    RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "reduce_scatter [%lld, %lld]: %s",
+               (long long)rows, (long long)cols, collgen_comm_last_error(x->c));
+  }
+  rank_sync(x);
+  collgen__ref_reduce_scatter_sum(dt, rows, cols, x->nranks, x->rank,
+                                  (const void *const *)x->host, x->want);
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out, poisoned) == COLLGEN_OK,
+            "download");
+  RANK_CHECK(x->rep, x->rank, memcmp(x->got, x->want, bytes) == 0,
+             "reduce_scatter dtype %d [%lld, %lld] graph %d: the chunk differs", (int)dt,
+             (long long)rows, (long long)cols, replay != NULL);
+  for (size_t b = bytes; b < poisoned; ++b)
+    RANK_CHECK(x->rep, x->rank, ((unsigned char *)x->got)[b] == 0xff,
+               "reduce_scatter [%lld, %lld]: byte %zu past the chunk written", (long long)rows,
+               (long long)cols, b);
+}
+
+/* reduce_scatter_sum: uneven and empty chunks, unaligned chunk starts,
+** every dtype, then one call captured and replayed on new data. */
+static void scatter_rounds(rank_ctx *x, uint64_t seed) {
+  static const int64_t shapes[][2] = {{1, 8}, {7, 3}, {64, 4096}, {301, 520}};
+  uint64_t round = 0;
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k)
+      scatter_round(x, dts[d], shapes[k][0], shapes[k][1], seed + 31 * ++round, NULL);
+  int64_t shape[2] = {301, 520};
+  CUgraph g;
+  CUgraphExec ge;
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture(
+             (CUstream)x->s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+  int rc = collgen_rank_reduce_scatter_sum(x->c, COLLGEN_DTYPE_BF16, 2, shape, x->in, x->out, 0,
+                                           x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured reduce_scatter: %s",
+             collgen_comm_last_error(x->c));
+  RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &g) == CUDA_SUCCESS &&
+             collgen__cu.cuGraphInstantiate(&ge, g, 0) == CUDA_SUCCESS, "instantiate");
+  for (int i = 0; i < 3; ++i)
+    scatter_round(x, COLLGEN_DTYPE_BF16, 301, 520, seed + 7000 + (uint64_t)i, ge);
+  collgen__cu.cuGraphExecDestroy(ge);
+  collgen__cu.cuGraphDestroy(g);
+}
+
 static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
                        uint64_t seed) {
   rank_ctx x;
@@ -628,6 +690,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
         rank_round(&x, dts[d], RANK_SIZES[k], inplace, seed + 1000 * ++round, NULL);
   graph_rounds(&x, seed);
   bcast_rounds(&x, seed + 7777);
+  scatter_rounds(&x, seed + 5000);
   rank_close(&x);
   _exit(0);
 }

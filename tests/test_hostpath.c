@@ -937,3 +937,77 @@ Test(hostpath, all_gather_launches_with_shard_offsets_and_copies_alone) {
   }
   collgen_comm_destroy(c);
 }
+
+/* reduce_scatter_sum: 7 rows of 3 bf16 over groups of 3 (chunks of 3, 2, 2
+** rows): each rank launched once with the group's kernel, its inputs
+** pointing at its chunk of every rank's input and its count; the chunk
+** starts (6 and 10 bytes) are not 16-byte aligned, so the kernel is scalar.
+** A group of one copies the whole input. */
+Test(hostpath, reduce_scatter_sum_points_each_rank_at_its_chunk) {
+  setenv("FAKE_CUDA_DEVICES", "3", 1);
+  collgen_comm_t *c = make_comm(3);
+  int64_t shape[2] = {7, 3};
+  const int64_t *shapes[3] = {shape, shape, shape};
+  void *in[3], *out[3];
+  for (int r = 0; r < 3; ++r) {
+    in[r] = poisoned(7 * 3 * 2);
+    out[r] = poisoned(7 * 3 * 2);
+  }
+  collgen_stream_t streams[3];
+  make_streams(c, streams);
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, shapes,
+                                          (const void *const *)in, out, 0, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 3);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->wrong_context, 0);
+  const int64_t want_start[3] = {0, 3, 5}, want_count[3] = {3, 2, 2};
+  for (int r = 0; r < 3; ++r) {
+    const collgen__kparams *kp = &stats->log[r].params;
+    cr_expect_eq(stats->log[r].device, r);
+    cr_expect_str_eq(stats->log[r].kernel, "collgen_reduce_scatter_sum_bf16_g3_v1");
+    cr_expect_eq(kp->rank, (unsigned)r);
+    cr_expect_eq(kp->count, (unsigned long long)(want_count[r] * 3), "rank %d", r);
+    for (int k = 0; k < 3; ++k) {
+      cr_expect_eq(kp->in[k], (const char *)in[k] + want_start[r] * 3 * 2, "rank %d in %d", r, k);
+      cr_expect_eq(kp->out[k], out[k]);
+    }
+  }
+  /* aligned chunks (8 rows of 8 bf16: 16-byte rows): the vector kernel */
+  int64_t wide[2] = {8, 8};
+  const int64_t *wshapes[3] = {wide, wide, wide};
+  void *win[3], *wout[3];
+  for (int r = 0; r < 3; ++r) {
+    win[r] = poisoned(8 * 8 * 2);
+    wout[r] = poisoned(8 * 8 * 2);
+  }
+  cr_assert_eq(collgen_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, wshapes,
+                                          (const void *const *)win, wout, 0, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_str_eq(stats->log[3].kernel, "collgen_reduce_scatter_sum_bf16_g3_v8");
+  /* groups of one: a copy of the whole input, nothing launched */
+  cr_assert_eq(collgen_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, shapes,
+                                          (const void *const *)in, out, 1, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 6);
+  cr_expect_eq(stats->copies, 3);
+  /* the fake driver copies on the host: every output is its input */
+  for (int r = 0; r < 3; ++r) cr_expect(memcmp(out[r], in[r], 7 * 3 * 2) == 0, "rank %d", r);
+  /* zero rows: nothing at all */
+  int64_t none[2] = {0, 3};
+  const int64_t *nshapes[3] = {none, none, none};
+  cr_expect_eq(collgen_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, nshapes,
+                                          (const void *const *)in, out, 0, streams),
+               COLLGEN_OK);
+  cr_expect_eq(stats->launches, 6);
+  cr_expect_eq(stats->copies, 3);
+  for (int r = 0; r < 3; ++r) {
+    free(in[r]);
+    free(out[r]);
+    free(win[r]);
+    free(wout[r]);
+  }
+  collgen_comm_destroy(c);
+  unsetenv("FAKE_CUDA_DEVICES");
+}

@@ -484,3 +484,60 @@ Test(nccl_path, destroy_and_abort_never_wait_for_a_live_graph) {
   for (int i = 0; i < 3; ++i) cr_assert_eq(collgen_get_unique_id(&round_ids[i]), COLLGEN_OK);
   run_ranks(graph_child, 2);
 }
+
+/* reduce_scatter_sum on NCCL: equal chunks are one ncclReduceScatter;
+** uneven ones one ncclReduce per non-empty chunk, rooted at its rank, in
+** one NCCL group (the root alone passes its output); no kernel; a group
+** of one copies. */
+static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, int rank,
+                                 int nranks, int pipe_w, int pipe_r) {
+  (void)nranks;
+  (void)pipe_w;
+  (void)pipe_r;
+  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  char *in = aligned_alloc(256, 1u << 16), *out = aligned_alloc(256, 1u << 16);
+  int64_t even[2] = {6, 100};
+  reset();
+  int rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, even, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 2, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclReduceScatter", in, out, 300, 9, -1, s) && nc->log[0].op == 0 &&
+              stats->launches == 0 && stats->copies == 0,
+              "equal chunks: %s; %ld NCCL calls (%s count %zu)", collgen_comm_last_error(c),
+              nc->calls, nc->log[0].fn, nc->log[0].count);
+  int64_t uneven[2] = {5, 100}; /* chunks of 3 and 2 rows */
+  reset();
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_F32, 2, uneven, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK && nc->calls == 4 &&
+              call_is(0, "ncclGroupStart", NULL, NULL, 0, -1, -1, NULL) &&
+              call_is(1, "ncclReduce", in, rank == 0 ? out : NULL, 300, 7, 0, s) &&
+              call_is(2, "ncclReduce", in + 300 * 4, rank == 1 ? out : NULL, 200, 7, 1, s) &&
+              call_is(3, "ncclGroupEnd", NULL, NULL, 0, -1, -1, NULL) && nc->log[1].op == 0 &&
+              stats->launches == 0,
+              "uneven chunks: %s; %ld NCCL calls: %s %s", collgen_comm_last_error(c), nc->calls,
+              nc->log[1].fn, nc->log[2].fn);
+  int64_t one[2] = {1, 100}; /* rank 1's chunk is empty: no call for it */
+  reset();
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_F16, 2, one, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 4, rc == COLLGEN_OK && nc->calls == 3 &&
+              call_is(1, "ncclReduce", in, rank == 0 ? out : NULL, 100, 6, 0, s),
+              "one row: %s; %ld NCCL calls", collgen_comm_last_error(c), nc->calls);
+  reset();
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_F16, 2, uneven, in, out, 1, s);
+  CHILD_CHECK(rep, rank, 5, rc == COLLGEN_OK && nc->calls == 0 && stats->copies == 1,
+              "group of one: %s, %ld NCCL calls", collgen_comm_last_error(c), nc->calls);
+  reset();
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_I32, 2, uneven, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 6, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0,
+              "i32: %s", collgen_status_name(rc));
+  collgen__dev_stream_destroy(c, rank, s);
+  collgen_comm_destroy(c);
+  free(in);
+  free(out);
+  _exit(0);
+}
+
+Test(nccl_path, reduce_scatter_sum_reduce_scatters_or_reduces_per_chunk) {
+  run_ranks(reduce_scatter_child, 2);
+}

@@ -119,12 +119,13 @@ Test(planner, rmsnorm_shapes) {
 ** naming the op and the dtype, before its own checks. */
 Test(planner, copy_only_dtypes_refused_by_computing_ops) {
   static const collgen_op_t ops[] = {COLLGEN_OP_ALLREDUCE_SUM, COLLGEN_OP_ALLGATHER_RMSNORM,
-                                     COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM};
+                                     COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
+                                     COLLGEN_OP_REDUCE_SCATTER_SUM};
   static const struct { collgen_dtype_t dt; const char *name; } copy_only[] = {
       {COLLGEN_DTYPE_U8, "u8"}, {COLLGEN_DTYPE_I8, "i8"}, {COLLGEN_DTYPE_I16, "i16"},
       {COLLGEN_DTYPE_I32, "i32"}, {COLLGEN_DTYPE_I64, "i64"}, {COLLGEN_DTYPE_F64, "f64"}};
   static const char *const op_names[] = {"allreduce_sum", "allgather_rmsnorm",
-                                         "allreduce_residual_rmsnorm"};
+                                         "allreduce_residual_rmsnorm", "reduce_scatter_sum"};
   for (size_t o = 0; o < sizeof ops / sizeof *ops; ++o)
     for (size_t d = 0; d < sizeof copy_only / sizeof *copy_only; ++d) {
       char want[200];
@@ -629,5 +630,54 @@ Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
   int count = 0;
   cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK);
   cr_expect_eq(count, 3, "groups of 2, 4 and 8: one kernel each (got %d)", count);
+  free(shapes);
+}
+
+static collgen_plan_t plan_rs(int ngpus, int group, int64_t rows, int64_t cols, int aligned,
+                              collgen_dtype_t dt) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_REDUCE_SCATTER_SUM);
+  s.dtype = dt;
+  s.ngpus = ngpus;
+  s.group_size = group;
+  s.rows = rows;
+  s.cols = cols;
+  s.elems = rows * cols;
+  s.aligned16 = aligned;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  return p;
+}
+
+Test(planner, reduce_scatter_sum_pulls_its_chunk_or_copies) {
+  enum { RS_INPUT = 1u << 0 };
+  collgen_plan_t p = plan_rs(4, 0, 1000, 4096, 1, COLLGEN_DTYPE_BF16);
+  cr_expect_str_eq(p.algo, "pull");
+  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_sum_bf16_g4_v8");
+  cr_expect_eq(p.peer_reads, RS_INPUT, "peers read the inputs");
+  cr_expect_eq(p.peer_writes, 0u, "each rank writes its own output only");
+  cr_expect_eq(p.copy_from, -1);
+  cr_expect_eq(p.grid, 128, "capped at the default");
+  cr_expect_eq(plan_rs(2, 0, 3, 4096, 1, COLLGEN_DTYPE_F32).grid, 4,
+               "grid of the largest chunk: 2 rows of 1024 vectors");
+  p = plan_rs(2, 0, 7, 3, 0, COLLGEN_DTYPE_F16);
+  cr_expect_eq(p.vec, 1, "unaligned chunk starts: scalar kernel");
+  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_sum_f16_g2_v1");
+  p = plan_rs(4, 1, 1000, 4096, 1, COLLGEN_DTYPE_BF16);
+  cr_expect_eq(p.copy_from, 0, "a group of one copies input ...");
+  cr_expect_eq(p.copy_to, 1, "... into output");
+  cr_expect_eq(p.peer_reads | p.peer_writes, 0u);
+  /* its variants: one kernel per group size above 1 and vector width */
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_REDUCE_SCATTER_SUM;
+  cls.dtype = COLLGEN_DTYPE_BF16;
+  cls.ngpus = 8;
+  snprintf(cls.arch, sizeof cls.arch, "sm_90");
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(gen));
+  cr_expect_eq(count, 6, "g2, g4, g8 x v8, v1");
   free(shapes);
 }

@@ -34,7 +34,7 @@
 
 #define MATRIX_ARGS                                                            \
   "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast," \
-  "all_gather "                                                                \
+  "all_gather,reduce_scatter_sum "                                             \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -227,6 +227,10 @@ static int run_sweep(FILE *report, int read_only) {
         base.ngpus = NGPUS[k];
         base.group_size = g;
         for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
+        base.op = COLLGEN_OP_REDUCE_SCATTER_SUM; /* the same sweep of elems (rows of one) */
+        base.cols = 1;
+        base.rows = 0;
+        sweep_allreduce(s, base, sizes, nelems);
       }
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);

@@ -352,3 +352,59 @@ Test(rank_hostpath, bad_arguments_are_refused) {
             collgen_comm_last_error(c));
   collgen_comm_destroy(c);
 }
+
+/* reduce_scatter_sum in two processes: peers read the input, so the whole
+** input is staged into region IN and the kernel reads every rank's chunk
+** there, at the chunk's start; the output (own, aligned) is written in
+** place. Chunk starts that are not 16-byte aligned plan the scalar kernel
+** (measure_group's alignment holds in this mode too); an input larger than
+** half the staging area is refused naming staging_bytes, before anything
+** is copied or launched. */
+static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, int rank,
+                                 int pipe_w, int pipe_r) {
+  (void)pipe_w;
+  (void)pipe_r;
+  collgen_comm_t *c = child_comm(rep, id, 2, rank);
+  collgen_stream_t s;
+  CHILD_CHECK(rep, rank, 2, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  int64_t shape[2] = {5, 4096}; /* chunks of 3 and 2 rows */
+  const size_t bytes = 5 * 4096 * 2;
+  unsigned char *in = aligned_alloc(256, bytes), *out = aligned_alloc(256, bytes);
+  for (size_t i = 0; i < bytes; ++i) in[i] = (unsigned char)(i * 5 + 3 * rank);
+  memset(stats, 0, sizeof *stats);
+  int rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, shape, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 3, rc == COLLGEN_OK, "call: %s", collgen_comm_last_error(c));
+  const collgen__kparams *kp = &stats->log[0].params;
+  const int64_t start = rank == 0 ? 0 : 3, count = rank == 0 ? 3 : 2;
+  CHILD_CHECK(rep, rank, 4, stats->launches == 1 && stats->copies == 1 &&
+              strcmp(stats->log[0].kernel, "collgen_reduce_scatter_sum_bf16_g2_v8") == 0,
+              "%ld launches, %ld copies, %s", stats->launches, stats->copies, stats->log[0].kernel);
+  CHILD_CHECK(rep, rank, 5, memcmp((const void *)(uintptr_t)c->staging[rank], in, bytes) == 0,
+              "the input was not staged into this rank's staging area");
+  for (int k = 0; k < 2; ++k)
+    CHILD_CHECK(rep, rank, 6, kp->in[k] == (const char *)(uintptr_t)c->staging[k] + start * 4096 * 2,
+                "rank %d's input is not read at this rank's chunk in its staging area", k);
+  CHILD_CHECK(rep, rank, 7, kp->out[rank] == out && kp->count == (unsigned long long)count * 4096,
+              "output %p (want %p), count %llu", kp->out[rank], (void *)out, kp->count);
+  int64_t odd[2] = {7, 3};
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 2, odd, in, out, 0, s);
+  CHILD_CHECK(rep, rank, 8, rc == COLLGEN_OK && stats->launches == 2 &&
+              strcmp(stats->log[1].kernel, "collgen_reduce_scatter_sum_bf16_g2_v1") == 0,
+              "unaligned chunk starts: %s, %s", collgen_comm_last_error(c), stats->log[1].kernel);
+  int64_t big[1] = {(int64_t)(c->staging_bytes / 2 / 2) + 8};
+  const long copies = stats->copies;
+  rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_BF16, 1, big, (void *)(uintptr_t)(1ull << 40),
+                                       (void *)(uintptr_t)(2ull << 40), 0, s); /* never touched */
+  CHILD_CHECK(rep, rank, 9, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "staging_bytes") && stats->launches == 2 &&
+              stats->copies == copies, "too large: %s", collgen_comm_last_error(c));
+  free(in);
+  free(out);
+  collgen__dev_stream_destroy(c, rank, s);
+  collgen_comm_destroy(c);
+  _exit(0);
+}
+
+Test(rank_hostpath, reduce_scatter_sum_stages_the_input_and_reads_chunks) {
+  run_two(reduce_scatter_child);
+}

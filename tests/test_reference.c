@@ -388,3 +388,33 @@ Test(reference, all_gather_concatenates_shards_in_order) {
   collgen__ref_all_gather(COLLGEN_DTYPE_U8, 2, n, inplace, got);
   cr_expect(memcmp(got, bytes, sizeof got) == 0, "in place leaves the bytes");
 }
+
+Test(reference, reduce_scatter_sum_is_allreduce_rows_of_the_chunk) {
+  /* 7 rows of 3 over 3 ranks: chunks of 3, 2, 2 rows. Each rank's part is
+  ** exactly the allreduce sum's rows [start, start + count). */
+  enum { ROWS = 7, COLS = 3, G = 3, N = ROWS * COLS };
+  uint64_t state = 0x5eed5ca7u;
+  uint16_t in[G][N], full[N], out[N];
+  for (int g = 0; g < G; ++g) collgen__ref_fill_random(COLLGEN_DTYPE_BF16, in[g], N, &state);
+  const void *ins[G] = {in[0], in[1], in[2]};
+  collgen__ref_allreduce(COLLGEN_DTYPE_BF16, N, G, ins, full);
+  const int want_start[G] = {0, 3, 5}, want_count[G] = {3, 2, 2};
+  for (int r = 0; r < G; ++r) {
+    memset(out, 0xff, sizeof out);
+    collgen__ref_reduce_scatter_sum(COLLGEN_DTYPE_BF16, ROWS, COLS, G, r, ins, out);
+    cr_expect_eq(memcmp(out, full + want_start[r] * COLS, (size_t)want_count[r] * COLS * 2), 0,
+                 "rank %d", r);
+    cr_expect_eq(out[want_count[r] * COLS], 0xffff, "rank %d wrote past its chunk", r);
+  }
+  /* more ranks than rows: rank 2 of 3 over 2 rows gets nothing */
+  memset(out, 0xff, sizeof out);
+  collgen__ref_reduce_scatter_sum(COLLGEN_DTYPE_BF16, 2, COLS, G, 2, ins, out);
+  cr_expect_eq(out[0], 0xffff);
+  /* f32 order: (1e8 + 1) - 1e8 = 0, as allreduce */
+  float x[2] = {0, 1e8f}, y[2] = {0, 1.0f}, z[2] = {0, -1e8f}, o[1] = {5};
+  const void *fin[3] = {x, y, z};
+  collgen__ref_reduce_scatter_sum(COLLGEN_DTYPE_F32, 2, 1, 2, 1, fin, o);
+  cr_expect_eq(o[0], 1e8f + 1.0f);
+  collgen__ref_reduce_scatter_sum(COLLGEN_DTYPE_F32, 2, 1, 3, 1, fin, o);
+  cr_expect_eq(o[0], 0.0f);
+}

@@ -140,6 +140,8 @@ FUNCTIONS = [
     ("collgen_rank_broadcast", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, c_int, _P]),
     ("collgen_all_gather", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
     ("collgen_rank_all_gather", c_int, [_P, c_int, c_int, _SHAPES, _P, _P, c_int, _P]),
+    ("collgen_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
+    ("collgen_rank_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, _P]),
     ("collgen_register_buffer", c_int, [_P, _P, c_size_t, _HANDLE_OUT]),
     ("collgen_deregister_buffer", c_int, [_P, _P]),
     ("collgen_catalog_count", c_int, [c_char_p]),

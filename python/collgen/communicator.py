@@ -365,6 +365,41 @@ class Communicator:
                                                 outs[0].ptr, g, streams[0])
         self._check(rc)
 
+    def reduce_scatter(self, input, output, *, group_size=0, stream=None, dtype=None,
+                       shape=None):
+        """Sums ``input`` ([N, ...], the same on every rank of a group) over
+        each group of ``group_size`` ranks (0 = all); group rank i gets the
+        rows of chunk i (:func:`scatter_chunk`) in ``output`` ([count_i,
+        ...]): allreduce's bits for those rows. ``output`` may not overlap
+        ``input``."""
+        ins = self._views(input, "input", dtype, shape)
+        dt, name = self._dtype(ins, dtype, "input")
+        ndim = self._same_ndim(ins, "input")
+        g = c_int_arg(group_size, "group_size")
+        me = range(self.nranks) if self.is_local else [self.rank]
+        size = [self._chunk_bytes(v, name, g, r) for v, r in zip(ins, me)]
+        outs = self._views(output, "output", name, (), True, size)
+        streams = self._streams(stream)
+        arrays, sp = self._shape_arrays(ins, ndim)
+        if self.is_local:
+            rc = lib.collgen_reduce_scatter_sum(self._ptr(), dt, ndim, sp,
+                                                _ptrs([v.ptr for v in ins]),
+                                                _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_reduce_scatter_sum(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
+                                                     outs[0].ptr, g, streams[0])
+        self._check(rc)
+
+    def _chunk_bytes(self, v, dtype_name, group_size, rank):
+        """Bytes of `rank`'s chunk of view v, or None when the group size is
+        bad or the view has no rows (the library then refuses the call)."""
+        g = group_size or self.nranks
+        if g <= 0 or self.nranks % g or not v.shape:
+            return None
+        rows = v.shape[0]
+        _, count = scatter_chunk(rows, g, rank % g)
+        return (v.numel // rows if rows else 0) * count * dtype_bytes(dtype_name)
+
     def _group_rows(self, rows, group_size, rank):
         """Rows gathered by `rank`'s group, or 0 when group_size is bad (the
         library then refuses the call with its own message)."""
@@ -562,6 +597,16 @@ class Communicator:
             rc = lib.collgen_rank_broadcast(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
                                             outs[0].ptr, r0, g, streams[0])
         self._check(rc)
+
+
+def scatter_chunk(n, g, i):
+    """(start, count): the rows group rank i of g owns when n rows are
+    scattered (reduce_scatter): n // g each, one more for the first n % g
+    ranks: the rule of collgen_reduce_scatter_sum's contract (collgen.h;
+    collgen__scatter_chunk in src/shape.c, which the library does not
+    export), here for the outputs' sizes."""
+    q, rem = divmod(n, g)
+    return i * q + min(i, rem), q + (i < rem)
 
 
 class _Dims:

@@ -143,6 +143,23 @@ def test_local_all_reduce(local):
             assert torch.equal(o, ref.group_sum(xs[first:first + 2]).to(dtype))
 
 
+def test_local_reduce_scatter(local):
+    n = local.nranks
+    for dtype, shape in ((torch.bfloat16, (4097, 3)), (torch.float32, (n - 1, 1000))):
+        xs = ref.inputs(23 + shape[0], n, shape, dtype)
+        want = torch.tensor_split(ref.group_sum(xs).to(dtype), n)
+        got = local.reduce_scatter(xs)
+        torch.cuda.synchronize()
+        for r in range(n):
+            assert torch.equal(got[r], want[r]), f"rank {r}"
+        halves = local.reduce_scatter(xs, group_size=2)
+        torch.cuda.synchronize()
+        for r, o in enumerate(halves):
+            first = r // 2 * 2
+            part = torch.tensor_split(ref.group_sum(xs[first:first + 2]).to(dtype), 2)[r - first]
+            assert torch.equal(o, part), f"rank {r} of groups of 2"
+
+
 def test_local_all_gather_rmsnorm(local):
     n, cols = local.nranks, 1536
     g = torch.Generator(device=DEV).manual_seed(3)

@@ -211,6 +211,30 @@ def ops_scenario(comm):
                     exact_equal(halves, xs[RANK // 2 * 2 + 1], "groups of 2, root 1")
                 same_on_every_rank("broadcast", got)
 
+    for dtype, shape in ((torch.bfloat16, (7, 3)), (torch.float16, (1, 8)),
+                         (torch.float32, (301, 520)), (torch.bfloat16, (64, 4096))):
+        for gs in sorted({0, 2} if WORLD >= 4 else {0}):
+            seed += 1
+
+            @check(f"reduce_scatter {dtype} {shape} group_size={gs}")
+            def _():
+                xs = ref.inputs(seed, WORLD, shape, dtype)
+                members = group_of(RANK, WORLD, gs)
+                full = ref.group_sum([xs[r] for r in members]).to(dtype)
+                # torch.tensor_split: the first N % G chunks get one row more
+                want = torch.tensor_split(full, len(members))[members.index(RANK)]
+                ref.poison_allocator(full.numel() * 8)
+                got = comm.reduce_scatter(xs[RANK], group_size=gs)
+                out = torch.full_like(want, float("nan"))
+                got2 = comm.reduce_scatter(xs[RANK], out=out, group_size=gs)
+                summed = comm.all_reduce(xs[RANK], group_size=gs)
+                torch.cuda.synchronize()
+                exact_equal(got, want, "out allocated")
+                assert got2 is out
+                exact_equal(out, want, "out given")
+                exact_equal(got, torch.tensor_split(summed, len(members))[members.index(RANK)],
+                            "all_reduce's rows")
+
     @check("registered buffer (empty) all_reduce")
     def _():
         n = 12345

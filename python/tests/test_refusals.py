@@ -103,6 +103,21 @@ def AR(e, dt=BF, group=0, s=(1000,)):
     return ar(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], group)
 
 
+def rs(e, dt, s0, s1, in0, in1, out0, out1, group=0):
+    """bad_inputs.c's rs(): reduce_scatter, as ar()."""
+    if s0 == s1:
+        return e.comm.reduce_scatter([in0, in1], [out0, out1], group_size=group, dtype=dt,
+                                     shape=s0)
+    return e.comm.reduce_scatter(arrays([in0, in1], [s0, s1], dt), [out0, out1],
+                                 group_size=group, dtype=dt)
+
+
+def RS(e, dt=BF, group=0, s=(1000,), out0=None, out1=None):
+    """rs() of bf16 [1000] (rank 1 owns rows 500..999), outputs replaceable."""
+    return rs(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0] if out0 is None else out0,
+              e.OUT[1] if out1 is None else out1, group)
+
+
 def AG(e, **kw):
     """ag() of SH with valid buffers."""
     return ag(e, kw.pop("dt", BF), SH, SH, e.IN[0], e.NRM[0], e.RES[0], e.GAM[0], **kw)
@@ -381,6 +396,28 @@ CASES = [
      lambda e: ga(e, BF, SH, SH, e.IN[0], e.OUT[1] + 8194, e.OUT[0], e.OUT[1])),
     ("all_gather groups of one: overlap still refused", INV, "partially overlaps",
      lambda e: ga(e, BF, SH, SH, e.OUT[0] + 2, e.IN[1], e.OUT[0], e.OUT[1], group=1)),
+    # reduce_scatter_cases
+    ("reduce_scatter comm NULL (Python)", ValueError, "the communicator is closed",
+     lambda e: closed(e).reduce_scatter(e.IN, e.OUT, dtype=BF, shape=(1000,))),
+    ("reduce_scatter tensor rank 0", INV, "tensor rank 1..8", lambda e: RS(e, s=())),
+    ("i64 reduce_scatter", INV, "reduce_scatter_sum computes on elements: i64 is a copy-only "
+     "dtype", lambda e: RS(e, dt="i64")),
+    ("u8 reduce_scatter, groups of one (a copy)", INV, "u8 is a copy-only dtype",
+     lambda e: RS(e, dt="u8", group=1)),
+    ("reduce_scatter shapes differ", INV, "shapes differ",
+     lambda e: rs(e, BF, (1000,), (999,), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+    ("reduce_scatter rows differ", INV, "shapes differ",
+     lambda e: rs(e, BF, (10, 100), (100, 10), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+    ("reduce_scatter output of rank 1 NULL", INV, "output of rank 1 is NULL",
+     lambda e: RS(e, out1=0)),
+    ("reduce_scatter output is the input", INV, "is the same buffer as",
+     lambda e: RS(e, out0=e.IN[0])),
+    ("reduce_scatter output at its own chunk", INV, "partially overlaps",
+     lambda e: RS(e, out1=e.IN[1] + 1000)),
+    ("reduce_scatter output at an odd byte", ALIGN, "not aligned to its 2-byte",
+     lambda e: RS(e, out0=e.OUT[0] + 1)),
+    ("reduce_scatter, groups of one: overlap still refused", INV, "partially overlaps",
+     lambda e: RS(e, group=1, out0=e.IN[0] + 2)),
 ]
 
 
@@ -412,6 +449,7 @@ INEXPRESSIBLE = {
     "broadcast shapes NULL", "broadcast streams NULL", "broadcast inputs NULL",
     "broadcast outputs NULL",
     "all_gather shapes NULL", "all_gather inputs NULL", "all_gather outputs NULL",
+    "reduce_scatter streams NULL",
 }
 
 

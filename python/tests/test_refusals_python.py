@@ -200,3 +200,37 @@ def test_shard_rows_is_refused_in_local_mode(bad_env):
 def test_error_without_status_is_unknown():
     err = collgen.Error("made by hand")
     assert err.name == "COLLGEN_ERR_UNKNOWN" and err.message == "made by hand"
+
+
+def test_scatter_chunk_is_the_contract_rule():
+    """N // G rows each, one more for the first N % G ranks, in rank order."""
+    from collgen.communicator import scatter_chunk
+    assert [scatter_chunk(7, 3, i) for i in range(3)] == [(0, 3), (3, 2), (5, 2)]
+    assert [scatter_chunk(2, 4, i) for i in range(4)] == [(0, 1), (1, 1), (2, 0), (2, 0)]
+    assert [scatter_chunk(8, 2, i) for i in range(2)] == [(0, 4), (4, 4)]
+    for n in range(20):
+        for g in range(1, 9):
+            chunks = [scatter_chunk(n, g, i) for i in range(g)]
+            assert sum(c for _, c in chunks) == n
+            assert all(s + c == chunks[i + 1][0] for i, (s, c) in enumerate(chunks[:-1]))
+
+
+def test_reduce_scatter_launches_once_per_rank_and_sizes_outputs(bad_env):
+    """Accepted: one launch per rank, inputs only read. An array output
+    smaller than its rank's chunk (rank 0 of [7, 100] gets 4 rows) is
+    refused by Python before anything is launched."""
+    e = bad_env
+    data = [os.urandom(1400) for _ in range(2)]
+    for p, d in zip(e.IN, data):
+        e.driver.write(p, d)
+    e.comm.reduce_scatter(bf16(e.IN, (7, 100)), [bf16([e.OUT[0]], (4, 100))[0],
+                                                 bf16([e.OUT[1]], (3, 100))[0]], dtype="bf16")
+    assert (e.driver.stats.launches, e.driver.stats.wrong_context) == (2, 0)
+    assert [e.driver.read(p, 1400) for p in e.IN] == data
+    e.driver.reset_stats()
+    with pytest.raises(ValueError) as err:
+        e.comm.reduce_scatter(bf16(e.IN, (7, 100)), [bf16([e.OUT[0]], (3, 100))[0],
+                                                     bf16([e.OUT[1]], (3, 100))[0]],
+                              dtype="bf16")
+    assert "output[0]: the array holds 600 bytes; the call writes 800" in str(err.value)
+    assert e.driver.stats.launches == 0

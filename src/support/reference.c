@@ -14,6 +14,7 @@
 #include "catalog.h"
 #include "dtype_convert.h"
 #include "reference.h"
+#include "shape.h"
 
 static _Noreturn void unknown_dtype(const char *fn, collgen_dtype_t dtype) {
   fprintf(stderr, "%s: unknown dtype %d\n", fn, (int)dtype);
@@ -86,6 +87,16 @@ void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,
     for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, in[g], i);
     collgen__ref_store(dtype, out, i, acc);
   }
+}
+
+void collgen__ref_reduce_scatter_sum(collgen_dtype_t dtype, int64_t rows, int64_t cols,
+                                     int group, int rank, const void *const *in, void *out) {
+  const int64_t esize = reduce_bytes(__func__, dtype);
+  int64_t start = 0, count = 0;
+  collgen__scatter_chunk(rows, group, rank, &start, &count);
+  const void *chunk[COLLGEN_MAX_DEVICES];
+  for (int g = 0; g < group; ++g) chunk[g] = (const char *)in[g] + start * cols * esize;
+  collgen__ref_allreduce(dtype, count * cols, group, chunk, out);
 }
 
 double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,

@@ -25,6 +25,12 @@ void collgen__ref_fill_random(collgen_dtype_t dtype, void *p, int64_t n, uint64_
 void collgen__ref_allreduce(collgen_dtype_t dtype, int64_t n, int group,
                             const void *const *in, void *out);
 
+/* Group rank `rank`'s part of reduce_scatter_sum: every in[g] holds
+** [rows, cols]; out ([count, cols]) = the rows of the rank's chunk
+** (collgen__scatter_chunk) summed as collgen__ref_allreduce sums them. */
+void collgen__ref_reduce_scatter_sum(collgen_dtype_t dtype, int64_t rows, int64_t cols,
+                                     int group, int rank, const void *const *in, void *out);
+
 /* Gathers `group` shards (rows[g] x cols) into residual and writes
 ** normed = round(x * rsqrt(mean(x^2) + eps) * (gamma + weight_offset)),
 ** accumulating in double (the tests bound the kernels' f32 error). */

@@ -965,6 +965,7 @@ int main(int argc, char **argv) {
     bench_residual_rmsnorm_fp8(&b);
     bench_broadcast(&b, max_bytes);
     bench_all_gather(&b, max_bytes);
+    bench_reduce_scatter(&b, max_bytes);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

@@ -2,7 +2,8 @@
 ** bench.h -- what the sections of collgen-bench share (bench.c): the run's
 ** state, the timing loop, random uploads, result checks and error exits.
 ** Each op's section is one function; bench_residual.c holds the fused
-** allreduce + residual + RMSNorm one, bench_model.c the decode step,
+** allreduce + residual + RMSNorm one, bench_reduce_scatter.c the
+** reduce-scatter one, bench_model.c the decode step,
 ** bench_floor.c the cross-GPU flag floor, bench_nccl_sym.c NCCL's
 ** symmetric windows.
 */
@@ -146,6 +147,9 @@ int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact
 ** the plain fused op (skipped below sm_89). */
 void bench_residual_rmsnorm(bench_t *b);
 void bench_residual_rmsnorm_fp8(bench_t *b);
+/* reduce_scatter_sum against ncclReduceScatter, 64 KiB .. max_bytes per
+** rank (bench_reduce_scatter.c). */
+void bench_reduce_scatter(bench_t *b, size_t max_bytes);
 
 /* collgen-bench --model (bench_model.c): the 32-layer decode step. */
 void bench_model(bench_t *b);

@@ -197,7 +197,8 @@ class Communicator:
         on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
         first such call loads nothing."""
         op = {"all_reduce": "allreduce_sum", "all_gather_rmsnorm": "allgather_rmsnorm",
-              "fused_add_rmsnorm": "allreduce_residual_rmsnorm"}.get(op, op)
+              "fused_add_rmsnorm": "allreduce_residual_rmsnorm",
+              "reduce_scatter": "reduce_scatter_sum"}.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
 
     def register(self, tensor):
@@ -630,5 +631,55 @@ class Communicator:
                                 dtype=x0.dtype, device=d) for r, d in enumerate(self.devices)]
         self._local_call(lambda streams: self._core.all_gather(
             _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[x0.dtype],
+            stream=streams))
+        return outs
+
+    # ---- reduce_scatter -------------------------------------------------
+
+    def _scatter_shape(self, shape, group_size, rank):
+        """The shape of `rank`'s chunk of a [N, ...] tensor: [count, ...]."""
+        g = c_int_arg(group_size, "group_size") or self.nranks
+        if g <= 0 or self.nranks % g:
+            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
+        if len(shape) < 1:
+            raise ValueError("reduce_scatter needs at least one dimension (the rows)")
+        return (_core.scatter_chunk(shape[0], g, rank % g)[1],) + tuple(shape[1:])
+
+    def reduce_scatter(self, x, *, out=None, group_size=0):
+        """The sum of ``x`` ([N, ...], the same shape on every rank) over each
+        group of ``group_size`` ranks (0: all); group rank i gets rows chunk
+        i (N // G each, one more for the first N % G ranks) as [count_i,
+        ...], allreduce's bits for those rows, into ``out`` (allocated when
+        None; must not overlap ``x``). Returns ``out``. Local mode: lists."""
+        if self.rank is None:
+            return self._local_reduce_scatter(x, out, group_size)
+        if _is_compiling():
+            r = torch.ops.collgen.reduce_scatter(x, self.handle, group_size)
+            return out.copy_(r) if out is not None else r
+        dt = self._tensor(x, "x", None)
+        shape = self._scatter_shape(x.shape, group_size, self.rank)
+        if out is None:
+            out = torch.empty(shape, dtype=x.dtype, device=x.device)
+        else:
+            self._tensor(out, "out", x.dtype, torch.Size(shape))
+        self._eager_reduce_scatter(dt, x, out, group_size)
+        return out
+
+    def _eager_reduce_scatter(self, dt, x, out, group_size):
+        self._fail(lib.collgen_rank_reduce_scatter_sum(
+            self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(),
+            c_int_arg(group_size, "group_size"), self._stream()))
+
+    def _local_reduce_scatter(self, xs, outs, group_size):
+        self._lists(("x", xs), ("out", outs))
+        for r, x in enumerate(xs):
+            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
+        shapes = [self._scatter_shape(xs[0].shape, group_size, r) for r in range(self.nranks)]
+        outs = outs or [torch.empty(s, dtype=xs[0].dtype, device=d)
+                        for s, d in zip(shapes, self.devices)]
+        for r, o in enumerate(outs):
+            self._tensor(o, f"out[{r}]", xs[0].dtype, torch.Size(shapes[r]), self.devices[r])
+        self._local_call(lambda streams: self._core.reduce_scatter(
+            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
             stream=streams))
         return outs

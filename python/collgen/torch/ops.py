@@ -22,6 +22,8 @@ dtypes from the inputs alone.
       group rank root's x on every rank (any dtype).
   all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor
       the group's shards [sum of its shard_rows, *x.shape[1:]], any dtype.
+  reduce_scatter(Tensor x, int comm, int group_size) -> Tensor
+      this rank's chunk of rows of the sum: [count, ...] (Communicator.reduce_scatter)
 """
 
 import torch
@@ -39,6 +41,7 @@ _LIB.define("fused_add_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, flo
             "-> (Tensor, Tensor, Tensor)")
 _LIB.define("broadcast(Tensor x, int root, int comm, int group_size) -> Tensor")
 _LIB.define("all_gather(Tensor x, int[] shard_rows, int comm, int group_size) -> Tensor")
+_LIB.define("reduce_scatter(Tensor x, int comm, int group_size) -> Tensor")
 
 
 def _all_reduce(x, comm, group_size):
@@ -75,6 +78,14 @@ def _broadcast(x, root, comm, group_size):
     return out
 
 
+def _reduce_scatter(x, comm, group_size):
+    c = communicator_of(comm)
+    dt = c._tensor(x, "x", None)
+    out = x.new_empty(c._scatter_shape(x.shape, group_size, c.rank))
+    c._eager_reduce_scatter(dt, x, out, group_size)
+    return out
+
+
 _LIB.impl("all_reduce", _all_reduce, "CUDA")
 _LIB.impl("all_gather_rmsnorm", _all_gather_rmsnorm, "CUDA")
 _LIB.impl("fused_add_rmsnorm", _fused_add_rmsnorm, "CUDA")
@@ -87,6 +98,7 @@ def _all_gather(x, shard_rows, comm, group_size):
 
 
 _LIB.impl("all_gather", _all_gather, "CUDA")
+_LIB.impl("reduce_scatter", _reduce_scatter, "CUDA")
 
 
 @torch.library.register_fake("collgen::all_reduce")
@@ -124,3 +136,9 @@ def _broadcast_fake(x, root, comm, group_size):
 def _all_gather_fake(x, shard_rows, comm, group_size):
     rows = communicator_of(comm)._group_rows(list(shard_rows), group_size)
     return x.new_empty((rows,) + tuple(x.shape[1:]))
+
+
+@torch.library.register_fake("collgen::reduce_scatter")
+def _reduce_scatter_fake(x, comm, group_size):
+    c = communicator_of(comm)
+    return x.new_empty(c._scatter_shape(x.shape, group_size, c.rank))
