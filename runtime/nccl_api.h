@@ -69,6 +69,12 @@ typedef struct {
   XX(ncclRecv, collgen__nccl_result,                                                    \
      (void *recv, size_t count, collgen__nccl_dtype dtype, int peer,                    \
       collgen__nccl_comm_t comm, CUstream stream))                                      \
+  XX(ncclReduceScatter, collgen__nccl_result,                                           \
+     (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int op,    \
+      collgen__nccl_comm_t comm, CUstream stream))                                      \
+  XX(ncclReduce, collgen__nccl_result,                                                  \
+     (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int op,    \
+      int root, collgen__nccl_comm_t comm, CUstream stream))                            \
   XX(ncclGroupStart, collgen__nccl_result, (void))                                      \
   XX(ncclGroupEnd, collgen__nccl_result, (void))
 

@@ -159,6 +159,20 @@ int ncclAllGather(const void *send, void *recv, size_t count, int dtype, struct 
   return start_work(comm);
 }
 
+int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int op,
+                      struct fake_comm *comm, void *stream) {
+  record("ncclReduceScatter", send, recv, count, dtype, op, -1, comm, stream);
+  return start_work(comm);
+}
+
+/* Called inside a group (reduce_scatter_rmsnorm's uneven chunks): the
+** group's end starts the work; peer records the root. */
+int ncclReduce(const void *send, void *recv, size_t count, int dtype, int op, int root,
+               struct fake_comm *comm, void *stream) {
+  group_comm = comm;
+  return record("ncclReduce", send, recv, count, dtype, op, root, comm, stream);
+}
+
 int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_comm *comm,
              void *stream) {
   group_comm = comm;
