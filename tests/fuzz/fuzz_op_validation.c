@@ -51,7 +51,8 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
-  int op = (int)(take(&p, end, 1) % 4); /* 3: allreduce_residual_rmsnorm_fp8 */
+  /* 3: allreduce_residual_rmsnorm_fp8; 4, 5: reduce_scatter_rmsnorm(_fp8) */
+  int op = (int)(take(&p, end, 1) % 6);
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -96,6 +97,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                             (const void *const *)ptr[0],
                                             (const void *const *)ptr[1], ptr[2], ptr[3],
                                             (const void *const *)ptr[4], eps, wo, group, streams);
+  else if (op == 4)
+    rc = collgen_reduce_scatter_rmsnorm(comm, dtype, trank, shapes, (const void *const *)ptr[0],
+                                        (const void *const *)ptr[1], ptr[2], ptr[3],
+                                        (const void *const *)ptr[4], eps, wo, group, streams);
+  else if (op == 5)
+    rc = collgen_reduce_scatter_rmsnorm_fp8(
+        comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],
+        ptr[2], (float *const *)ptr[5], ptr[3], (const void *const *)ptr[4], eps, wo, mode,
+        static_scale, group, streams);
   else
     rc = collgen_allreduce_residual_rmsnorm_fp8(
         comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],
