@@ -277,6 +277,8 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
+  expect_golden("gen reduce_scatter_rmsnorm --ngpus 4 --rows 3 --cols 4096 --no-line-directives",
+                "reduce_scatter_rmsnorm_bf16_g4_c4096.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {

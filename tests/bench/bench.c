@@ -755,6 +755,7 @@ int main(int argc, char **argv) {
     bench_rmsnorm(&b);
     bench_residual_rmsnorm(&b);
     bench_residual_rmsnorm_fp8(&b);
+    bench_reduce_scatter_rmsnorm(&b);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

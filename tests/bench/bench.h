@@ -146,6 +146,9 @@ int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact
 ** the plain fused op (skipped below sm_89). */
 void bench_residual_rmsnorm(bench_t *b);
 void bench_residual_rmsnorm_fp8(bench_t *b);
+/* reduce_scatter_rmsnorm against ncclReduceScatter + the plain kernel
+** (bench_rs_rmsnorm.c). */
+void bench_reduce_scatter_rmsnorm(bench_t *b);
 
 /* collgen-bench --model (bench_model.c): the 32-layer decode step. */
 void bench_model(bench_t *b);
