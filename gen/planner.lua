@@ -106,7 +106,7 @@ end
 -- The ops that can write normed as float8 e4m3 (catalog.fp8 modes other
 -- than "none"): the epilogue of templates/rmsnorm.cuh.tpl, which only this
 -- op's template renders with a mode.
-local FP8_OPS = { allreduce_residual_rmsnorm = true }
+local FP8_OPS = { allreduce_residual_rmsnorm = true, reduce_scatter_rmsnorm = true }
 
 -- The ops that only move bits, never compute on elements: the only ones
 -- that take a copy-only dtype (a catalog dtype without acc_type).
@@ -376,6 +376,28 @@ local function plan_reduce_scatter_sum(s)
   }
 end
 
+-- reduce-scatter + residual add + RMSNorm; s.rows are the rows of the
+-- largest chunk (chunk 0, collgen__scatter_chunk). One algorithm, the
+-- barrier pull ("oneshot" of templates/residual_rmsnorm.cuh.tpl): after a
+-- barrier each rank pulls its chunk's rows from every rank, sums them in
+-- group-rank order, adds residual_in and normalizes; closing barrier. A
+-- group of one runs it too (add and normalize). Row layouts as
+-- allreduce_residual_rmsnorm's; FP8 output plans alike.
+local function plan_reduce_scatter_rmsnorm(s)
+  local g = s.group_size
+  local vec, _, block, items = row_layout(s)
+  local cap = math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS)
+  return {
+    op = s.op, dtype = s.dtype, group = g, algo = "oneshot", vec = vec,
+    block = block, grid = clamp(s.rows, 1, cap), cols = s.cols, items = items,
+    fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_reduce_scatter_rmsnorm_%s_g%d_c%d_v%d_%s%s",
+                           s.dtype, g, s.cols, vec, row_tag("u", items),
+                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
+    peer_reads = { "x" }, peer_writes = {},
+  }
+end
+
 -- One planning function per op of the catalog; an op without one is an
 -- error when the generator starts, not when a call arrives.
 local PLANNERS = {
@@ -385,6 +407,7 @@ local PLANNERS = {
   broadcast = plan_broadcast,
   all_gather = plan_all_gather,
   reduce_scatter_sum = plan_reduce_scatter_sum,
+  reduce_scatter_rmsnorm = plan_reduce_scatter_rmsnorm,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -421,6 +444,7 @@ local VARIANT_AXES = {
   broadcast = { size = "elems", thresholds = {} },
   all_gather = { size = "elems", thresholds = {} },  -- the kernel does not depend on the size
   reduce_scatter_sum = { size = "elems", thresholds = {} },
+  reduce_scatter_rmsnorm = { size = "rows", thresholds = {}, per_cols = true },
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end

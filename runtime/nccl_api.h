@@ -72,14 +72,14 @@ typedef struct {
   XX(ncclBroadcast, collgen__nccl_result,                                               \
      (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int root,  \
       collgen__nccl_comm_t comm, CUstream stream))                                      \
-  XX(ncclGroupStart, collgen__nccl_result, (void))                                      \
-  XX(ncclGroupEnd, collgen__nccl_result, (void))                                        \
   XX(ncclReduceScatter, collgen__nccl_result,                                           \
-     (const void *send, void *recv, size_t recvcount, collgen__nccl_dtype dtype, int op, \
+     (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int op,    \
       collgen__nccl_comm_t comm, CUstream stream))                                      \
   XX(ncclReduce, collgen__nccl_result,                                                  \
      (const void *send, void *recv, size_t count, collgen__nccl_dtype dtype, int op,    \
-      int root, collgen__nccl_comm_t comm, CUstream stream))
+      int root, collgen__nccl_comm_t comm, CUstream stream))                            \
+  XX(ncclGroupStart, collgen__nccl_result, (void))                                      \
+  XX(ncclGroupEnd, collgen__nccl_result, (void))
 
 typedef struct {
 #define COLLGEN_NCCL_FIELD(name, ret, params) ret(*name) params;

@@ -8,7 +8,7 @@
 ** e4m3 bytes plus (dynamic scaling) a float scale per row. residual_out may
 ** be exactly residual_in (in place); no other pair may overlap where one is
 ** written. A group of one rank still runs its kernel (add and normalize).
-** Arguments: residual_args.
+** Arguments: collgen__norm_fp8_args (op_runtime.h).
 */
 #include <math.h>
 #include <stdint.h>
@@ -19,36 +19,25 @@
 
 enum { COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(COLLGEN_ROLE_ENUM) };
 
-/* The op's arguments (call->args): the RMSNorm ones first (what
-** collgen__check_norm_scalars and collgen__norm_params read), then how
-** normed is written. */
-typedef struct {
-  collgen__norm_args norm;
-  collgen_fp8_mode_t fp8;  /* COLLGEN_FP8_NONE: normed in the dtype; else as e4m3 */
-  float static_scale;      /* with COLLGEN_FP8_STATIC */
-} residual_args;
-
-/* The roles a call leaves out: the e4m3 ones (collgen_allreduce_residual_rmsnorm),
-** or normed in the dtype and, unless scaling is dynamic, row_scales
-** (collgen_allreduce_residual_rmsnorm_fp8, whatever mode it was given). */
-static unsigned unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
+/* The FP8 ops' shared parts (op_runtime.h): the roles a call leaves out
+** and the argument checks. reduce_scatter_rmsnorm has the same roles. */
+unsigned collgen__norm_fp8_unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
   if (!fp8_entry) return 1u << ROLE_normed_fp8 | 1u << ROLE_row_scales;
   if (mode == COLLGEN_FP8_DYNAMIC) return 1u << ROLE_normed;
   return 1u << ROLE_normed | 1u << ROLE_row_scales;
 }
 
-/* eps and weight_offset; for collgen_allreduce_residual_rmsnorm_fp8 also
-** the mode, its scale arguments and every rank's arch. */
-static int check_args(collgen_comm_t *c, const collgen__call *call) {
-  const residual_args *a = call->args;
+int collgen__check_norm_fp8_args(collgen_comm_t *c, const collgen__call *call) {
+  const collgen__norm_fp8_args *a = call->args;
+  const char *op = collgen__op_find(call->op)->name;
   int rc = collgen__check_norm_scalars(c, call);
   const int plain_entry = (call->unused_roles & (1u << ROLE_normed_fp8)) != 0;
   if (rc != COLLGEN_OK || plain_entry) return rc;
   if (a->fp8 != COLLGEN_FP8_DYNAMIC && a->fp8 != COLLGEN_FP8_STATIC)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "FP8 mode %d: must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC "
-                         "(collgen_allreduce_residual_rmsnorm writes normed in the dtype)",
-                         (int)a->fp8);
+                         "(collgen_%s writes normed in the dtype)",
+                         (int)a->fp8, op);
   if (a->fp8 == COLLGEN_FP8_DYNAMIC && a->static_scale != 0.0f)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "static_scale must be 0 with COLLGEN_FP8_DYNAMIC (got %g): the "
@@ -90,7 +79,7 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   const int64_t cols = call->shapes[base][call->tensor_rank - 1];
   g->shape.cols = cols;
   g->shape.rows = cols ? elems / cols : 0;
-  g->shape.fp8 = ((const residual_args *)call->args)->fp8;
+  g->shape.fp8 = ((const collgen__norm_fp8_args *)call->args)->fp8;
   g->empty = elems == 0;
   const int64_t esize = collgen__dtype_bytes(call->dtype);
   const int64_t extent[] = {
@@ -113,7 +102,7 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
     kp->in[k] = call->buffers[ROLE_x][base + k];
     kp->out[k] = (void *)call->buffers[ROLE_residual_out][base + k];
   }
-  const residual_args *a = call->args;
+  const collgen__norm_fp8_args *a = call->args;
   kp->residual_in = call->buffers[ROLE_residual_in][r];
   const int normed = a->fp8 == COLLGEN_FP8_NONE ? ROLE_normed : ROLE_normed_fp8;
   kp->normed = (void *)call->buffers[normed][r];
@@ -154,7 +143,7 @@ const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
     .same_buffer_ok = {{ROLE_residual_in, ROLE_residual_out}, {-1, -1}},
     .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
-    .check_scalars = check_args,
+    .check_scalars = collgen__check_norm_fp8_args,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .nccl_local = nccl_local,
@@ -167,13 +156,13 @@ int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype,
                                        void *const *residual_out, const void *const *gammas,
                                        float eps, float weight_offset, int group_size,
                                        const collgen_stream_t *streams) {
-  const residual_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
+  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shapes,
       .buffers = {x, residual_in, (const void *const *)out_normed,
                   (const void *const *)residual_out, gammas},
-      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
+      .unused_roles = collgen__norm_fp8_unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
       .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
@@ -184,7 +173,7 @@ int collgen_allreduce_residual_rmsnorm_fp8(
     float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams) {
-  const residual_args args = {{eps, weight_offset}, mode, static_scale};
+  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
       .shapes = shapes,
@@ -192,7 +181,7 @@ int collgen_allreduce_residual_rmsnorm_fp8(
                   [ROLE_residual_out] = (const void *const *)residual_out,
                   [ROLE_gamma] = gammas, [ROLE_normed_fp8] = (const void *const *)normed_fp8,
                   [ROLE_row_scales] = (const void *const *)row_scales},
-      .unused_roles = unused_roles(1, mode), .args = &args,
+      .unused_roles = collgen__norm_fp8_unused_roles(1, mode), .args = &args,
       .group_size = group_size, .streams = streams};
   return collgen__op_run(c, &call);
 }
@@ -227,10 +216,10 @@ int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t d
                                             void *residual_out, const void *gamma, float eps,
                                             float weight_offset, int group_size,
                                             collgen_stream_t stream) {
-  const residual_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
+  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
+      .unused_roles = collgen__norm_fp8_unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
       .group_size = group_size};
   const void *mine[COLLGEN_MAX_ROLES] = {
       [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_normed] = out_normed,
@@ -243,10 +232,10 @@ int collgen_rank_allreduce_residual_rmsnorm_fp8(
     const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
     const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
     float static_scale, int group_size, collgen_stream_t stream) {
-  const residual_args args = {{eps, weight_offset}, mode, static_scale};
+  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
   collgen__call call = {
       .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = unused_roles(1, mode), .args = &args, .group_size = group_size};
+      .unused_roles = collgen__norm_fp8_unused_roles(1, mode), .args = &args, .group_size = group_size};
   const void *mine[COLLGEN_MAX_ROLES] = {
       [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_residual_out] = residual_out,
       [ROLE_gamma] = gamma, [ROLE_normed_fp8] = normed_fp8, [ROLE_row_scales] = row_scales};

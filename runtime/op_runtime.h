@@ -175,6 +175,25 @@ int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
 void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
                           int gamma_role, collgen__kparams *kp);
 
+/* The arguments of the ops with FP8 output (allreduce_residual_rmsnorm,
+** reduce_scatter_rmsnorm; both have COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM's
+** roles): the RMSNorm ones first, then how normed is written. */
+typedef struct {
+  collgen__norm_args norm;
+  collgen_fp8_mode_t fp8;  /* COLLGEN_FP8_NONE: normed in the dtype; else as e4m3 */
+  float static_scale;      /* with COLLGEN_FP8_STATIC */
+} collgen__norm_fp8_args;
+
+/* For those ops: the roles a call leaves out: the e4m3 ones (the plain
+** entry point, fp8_entry 0), or normed in the dtype and, unless `mode` is
+** dynamic, row_scales (the _fp8 entry point, whatever mode it was given). */
+unsigned collgen__norm_fp8_unused_roles(int fp8_entry, collgen_fp8_mode_t mode);
+
+/* check_scalars of those ops (call->args a collgen__norm_fp8_args):
+** collgen__check_norm_scalars; for the _fp8 entry points also the mode,
+** its scale, row_scales NULL with static scaling, and every rank's arch. */
+int collgen__check_norm_fp8_args(collgen_comm_t *c, const collgen__call *call);
+
 /* COLLGEN_ERR_UNSUPPORTED (with c->err) when a rank's arch lacks what FP8
 ** output mode `fp8` needs (catalog: COLLGEN_FP8_MAP), INVALID_ARG for an
 ** unknown mode; COLLGEN_OK for COLLGEN_FP8_NONE and any arch. */

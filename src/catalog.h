@@ -58,6 +58,9 @@ typedef struct {
 #define COLLGEN_ROLES_REDUCE_SCATTER_SUM(R)                                    \
   R(input, "input", 0, 0)                                                      \
   R(output, "output", 1, 0)
+/* The residual op's roles, in its order (x is [rows, cols], the others
+** this rank's chunk of rows), so both ops share their FP8 argument checks. */
+#define COLLGEN_ROLES_REDUCE_SCATTER_RMSNORM(R) COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(R)
 
 /* The most roles an op may have (role masks are unsigned bit sets). */
 #define COLLGEN_MAX_ROLES 7

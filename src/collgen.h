@@ -133,7 +133,9 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
      "allreduce_residual_rmsnorm.cu.tpl", 2)                                   \
   XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1)                        \
   XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1) \
-  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)
+  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)                           \
+  XX(REDUCE_SCATTER_RMSNORM, 6, reduce_scatter_rmsnorm,                        \
+     "reduce_scatter_rmsnorm.cu.tpl", 2)
 
 typedef enum {
 #define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank) COLLGEN_OP_##NAME = value,
@@ -210,7 +212,8 @@ typedef enum {
   X(int64_t, elems, , INT64, 0, INT64_MAX, 1, "allreduce_sum: elements per rank; all_gather: gathered elements") \
   X(int64_t, rows, , INT64, 0, INT64_MAX, 1,                                   \
     "allgather_rmsnorm: gathered rows (sum of shards); "                       \
-    "allreduce_residual_rmsnorm: rows per rank")                               \
+    "allreduce_residual_rmsnorm: rows per rank; "                              \
+    "reduce_scatter_rmsnorm: rows of the largest chunk")                       \
   X(int64_t, cols, , INT64, 0, INT64_MAX, 4096, "the RMSNorm ops: columns")    \
   X(int, aligned16, , BOOL, 0, 1, 1,                                           \
     "1 if every pointer of the call is 16-byte aligned")                       \
@@ -218,7 +221,8 @@ typedef enum {
     "allreduce_sum: 1 if outputs alias inputs (the other ops' kernels are "    \
     "the same either way)")                                                    \
   X(collgen_fp8_mode_t, fp8, , FP8, 0, 0, COLLGEN_FP8_NONE,                    \
-    "allreduce_residual_rmsnorm: how normed is written (COLLGEN_FP8_*); "      \
+    "allreduce_residual_rmsnorm, reduce_scatter_rmsnorm: how normed is "       \
+    "written (COLLGEN_FP8_*); "                                                \
     "COLLGEN_FP8_NONE for the other ops")                                      \
   X(int, max_blocks, , INT, 0, COLLGEN_MAX_BLOCKS, 0,                          \
     "grid cap, 0 = planner default (at most 256)")                             \
@@ -623,6 +627,45 @@ COLLGEN_API int collgen_reduce_scatter_sum(collgen_comm_t *comm, collgen_dtype_t
                                            const void *const *inputs, void *const *outputs,
                                            int group_size, const collgen_stream_t *streams);
 
+/* Fused reduce-scatter + residual add + RMSNorm (sequence parallelism).
+** Rank d holds x[d] of shape shapes[d][0..rank-1] (rank >= 2, leading dims
+** flattened into rows, last dim = cols, the same shape within a group).
+** Group rank i owns chunk i of the rows, count_i = rows/G + (i < rows%G)
+** rows from start_i = i*(rows/G) + min(i, rows%G) (reduce_scatter_sum's
+** rule; a chunk may be empty). residual_in (optional: the array may be
+** NULL, or every entry NULL), residual_out[d] and out_normed[d] are
+** [count_i, cols]; gammas[d] has cols elements. With s the f32 sum of the
+** chunk's rows of x over the group in group rank order (the allreduce_sum
+** order):
+**   residual_out[d] = round(s + residual_in)    (round(s) without residual_in)
+**   out_normed[d]   = round(r * rsqrt(mean(r^2) + eps) * (gamma + weight_offset))
+** with r = f32(residual_out), all math in f32 (as
+** collgen_allreduce_residual_rmsnorm). Bitwise the same on every rerun.
+** residual_out[d] may be residual_in[d] (in place); no other pair may
+** overlap where one is written; x is only read. Computing dtypes only.
+** Scalars, group_size, zero rows, refusals and a group of one (it still
+** adds and normalizes) as collgen_allreduce_residual_rmsnorm. */
+COLLGEN_API int collgen_reduce_scatter_rmsnorm(collgen_comm_t *comm, collgen_dtype_t dtype,
+                                               int rank, const int64_t *const *shapes,
+                                               const void *const *x,
+                                               const void *const *residual_in,
+                                               void *const *out_normed,
+                                               void *const *residual_out,
+                                               const void *const *gammas, float eps,
+                                               float weight_offset, int group_size,
+                                               const collgen_stream_t *streams);
+
+/* collgen_reduce_scatter_rmsnorm with normed written as float8 e4m3: the
+** modes, scales, checks and errors of collgen_allreduce_residual_rmsnorm_fp8
+** over this op's rows (normed_fp8[d] holds count_i*cols bytes, row_scales[d]
+** count_i floats). */
+COLLGEN_API int collgen_reduce_scatter_rmsnorm_fp8(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *const *shapes,
+    const void *const *x, const void *const *residual_in, void *const *normed_fp8,
+    float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
+    float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
+    const collgen_stream_t *streams);
+
 /* ---- One process per GPU: the unique id ------------------------------ */
 
 /* Bytes of a unique id, and characters of its text form (lower-case hex,
@@ -778,6 +821,23 @@ COLLGEN_API int collgen_rank_reduce_scatter_sum(collgen_comm_t *comm, collgen_dt
                                                 int rank, const int64_t *shape,
                                                 const void *input, void *output,
                                                 int group_size, collgen_stream_t stream);
+
+/* reduce_scatter_rmsnorm (and its _fp8 form) on a communicator of
+** collgen_comm_init_rank: this rank's x, residual_in (NULL: none), outputs
+** ([count_i, cols] for this rank's chunk), gamma and stream; `shape` is
+** x's shape, the same on every rank. Same semantics, checks, error codes
+** and bits as collgen_reduce_scatter_rmsnorm(_fp8); buffers must be
+** 16-byte aligned (COLLGEN_ERR_ALIGNMENT) and x must fit half the staging
+** area (COLLGEN_ERR_INVALID_ARG names the staging_bytes to ask for). */
+COLLGEN_API int collgen_rank_reduce_scatter_rmsnorm(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
+    const void *residual_in, void *out_normed, void *residual_out, const void *gamma, float eps,
+    float weight_offset, int group_size, collgen_stream_t stream);
+COLLGEN_API int collgen_rank_reduce_scatter_rmsnorm_fp8(
+    collgen_comm_t *comm, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
+    const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
+    const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
+    float static_scale, int group_size, collgen_stream_t stream);
 
 /* A user buffer registered with collgen_register_buffer. */
 typedef struct collgen_buffer collgen_buffer_t;

@@ -597,6 +597,72 @@ static void reduce_scatter_cases(bad_env *e) {
        "partially overlaps", rs(e, BF, 1, n, n, IN(0), IN(1), AT(IN(0), 2), OUT(1), 1));
 }
 
+/* reduce_scatter_rmsnorm of bf16 [4, 1024] x on both ranks (8 KiB; each
+** rank's chunk of 2 rows, 4 KiB): rank 0's x, residual_in, normed,
+** residual_out and gamma as given; rank 1 its own valid buffers. fp8 mode
+** NONE is the plain entry point, else the _fp8 one (codes in normed, row
+** scales SPR for dynamic). */
+static int rs(bad_env *e, collgen_dtype_t dt, const void *x0, const void *ri0, void *nrm0,
+              void *ro0, const void *gam0, float eps, collgen_fp8_mode_t mode,
+              float static_scale) {
+  static const int64_t sh[2] = {4, 1024};
+  const int64_t *shapes[2] = {sh, sh};
+  const void *x[2] = {x0, IN(1)}, *ri[2] = {ri0, RES(1)}, *gam[2] = {gam0, GAM(1)};
+  void *nrm[2] = {nrm0, NRM(1)}, *ro[2] = {ro0, OUT(1)};
+  float *sc[2] = {(float *)SPR(0), (float *)SPR(1)};
+  if (mode == COLLGEN_FP8_NONE)
+    return collgen_reduce_scatter_rmsnorm(e->c, dt, 2, shapes, x, ri, nrm, ro, gam, eps, 0.0f, 0,
+                                          e->streams);
+  return collgen_reduce_scatter_rmsnorm_fp8(e->c, dt, 2, shapes, x, ri, nrm,
+                                            mode == COLLGEN_FP8_STATIC ? NULL : sc, ro, gam, eps,
+                                            0.0f, mode, static_scale, 0, e->streams);
+}
+
+static void reduce_scatter_rmsnorm_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  const collgen_fp8_mode_t NONE = COLLGEN_FP8_NONE, DYN = COLLGEN_FP8_DYNAMIC;
+  int64_t sh[2] = {4, 1024}, other[2] = {4, 512}, r1[1] = {4096};
+  const int64_t *shapes[2] = {sh, sh}, *differ[2] = {sh, other}, *flat[2] = {r1, r1};
+  const void *x[2] = {IN(0), IN(1)}, *ri[2] = {RES(0), RES(1)}, *gam[2] = {GAM(0), GAM(1)};
+  void *nrm[2] = {NRM(0), NRM(1)}, *ro[2] = {OUT(0), OUT(1)};
+  collgen_stream_t *s = e->streams;
+#define RS_OK IN(0), RES(0), NRM(0), OUT(0), GAM(0)
+  CASE_TLS("rs norm comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+           collgen_reduce_scatter_rmsnorm(NULL, BF, 2, shapes, x, ri, nrm, ro, gam, 1e-6f, 0, 0,
+                                          s));
+  CASE("rs norm tensor rank 1", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 2..8",
+       collgen_reduce_scatter_rmsnorm(e->c, BF, 1, flat, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
+  CASE("rs norm i32", COLLGEN_ERR_INVALID_ARG,
+       "reduce_scatter_rmsnorm computes on elements: i32 is a copy-only dtype",
+       rs(e, COLLGEN_DTYPE_I32, RS_OK, 1e-6f, NONE, 0.0f));
+  CASE("rs norm eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
+       rs(e, BF, RS_OK, NAN, NONE, 0.0f));
+  CASE("rs norm shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+       collgen_reduce_scatter_rmsnorm(e->c, BF, 2, differ, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
+  CASE("rs norm residual_in of rank 0 NULL", COLLGEN_ERR_INVALID_ARG,
+       "residual_in of rank 0 is NULL", rs(e, BF, IN(0), NULL, NRM(0), OUT(0), GAM(0), 1e-6f,
+                                           NONE, 0.0f));
+  CASE("rs norm x of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "x of rank 0 is NULL",
+       rs(e, BF, NULL, RES(0), NRM(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
+  CASE("rs norm residual_out inside x", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       rs(e, BF, IN(0), RES(0), NRM(0), AT(IN(0), 4096), GAM(0), 1e-6f, NONE, 0.0f));
+  CASE("rs norm normed is residual_out", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
+       rs(e, BF, IN(0), RES(0), OUT(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
+  CASE("rs norm residual_out at an odd byte", COLLGEN_ERR_ALIGNMENT, "residual_out of rank 0",
+       rs(e, BF, IN(0), RES(0), NRM(0), AT(OUT(0), 1), GAM(0), 1e-6f, NONE, 0.0f));
+  CASE("rs norm fp8 mode NONE", COLLGEN_ERR_INVALID_ARG,
+       "(collgen_reduce_scatter_rmsnorm writes normed in the dtype)",
+       collgen_reduce_scatter_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, nrm, NULL, ro, gam, 1e-6f,
+                                          0, NONE, 0.0f, 0, s));
+  CASE("rs norm fp8 static scale 0", COLLGEN_ERR_INVALID_ARG,
+       "static_scale must be finite and > 0", rs(e, BF, RS_OK, 1e-6f, COLLGEN_FP8_STATIC, 0.0f));
+  CASE("rs norm fp8 row_scales inside normed_fp8", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
+       collgen_reduce_scatter_rmsnorm_fp8(
+           e->c, BF, 2, shapes, x, ri, nrm, (float *[]){(float *)AT(NRM(0), 2040), SPR(1)}, ro,
+           gam, 1e-6f, 0, DYN, 0.0f, 0, s));
+#undef RS_OK
+}
+
 int bad_inputs_run(bad_env *e, int ndevices) {
   ncases = 0;
   comm_cases(e, ndevices);
@@ -607,5 +673,6 @@ int bad_inputs_run(bad_env *e, int ndevices) {
   broadcast_cases(e);
   all_gather_cases(e);
   reduce_scatter_cases(e);
+  reduce_scatter_rmsnorm_cases(e);
   return ncases;
 }

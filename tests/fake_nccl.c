@@ -165,6 +165,20 @@ int ncclBroadcast(const void *send, void *recv, size_t count, int dtype, int roo
   return start_work(comm);
 }
 
+int ncclReduceScatter(const void *send, void *recv, size_t count, int dtype, int op,
+                      struct fake_comm *comm, void *stream) {
+  record("ncclReduceScatter", send, recv, count, dtype, op, -1, comm, stream);
+  return start_work(comm);
+}
+
+/* Called inside a group (the reduce-scatter ops' uneven chunks): the
+** group's end starts the work; peer records the root. */
+int ncclReduce(const void *send, void *recv, size_t count, int dtype, int op, int root,
+               struct fake_comm *comm, void *stream) {
+  group_comm = comm;
+  return record("ncclReduce", send, recv, count, dtype, op, root, comm, stream);
+}
+
 int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_comm *comm,
              void *stream) {
   group_comm = comm;
@@ -174,19 +188,6 @@ int ncclSend(const void *send, size_t count, int dtype, int peer, struct fake_co
 int ncclRecv(void *recv, size_t count, int dtype, int peer, struct fake_comm *comm, void *stream) {
   group_comm = comm;
   return record("ncclRecv", NULL, recv, count, dtype, -1, peer, comm, stream);
-}
-
-int ncclReduceScatter(const void *send, void *recv, size_t recvcount, int dtype, int op,
-                      struct fake_comm *comm, void *stream) {
-  record("ncclReduceScatter", send, recv, recvcount, dtype, op, -1, comm, stream);
-  return start_work(comm);
-}
-
-/* Called inside a group (reduce_scatter_sum's uneven chunks); peer = root. */
-int ncclReduce(const void *send, void *recv, size_t count, int dtype, int op, int root,
-               struct fake_comm *comm, void *stream) {
-  group_comm = comm;
-  return record("ncclReduce", send, recv, count, dtype, op, root, comm, stream);
 }
 
 int ncclGroupStart(void) {

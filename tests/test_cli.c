@@ -283,6 +283,8 @@ Test(cli, gen_matches_golden_sources) {
                 "all_gather_u8_g4.cu");
   expect_golden("gen reduce_scatter_sum --ngpus 4 --elems 4096 --no-line-directives",
                 "reduce_scatter_sum_bf16_g4_v8.cu");
+  expect_golden("gen reduce_scatter_rmsnorm --ngpus 4 --rows 3 --cols 4096 --no-line-directives",
+                "reduce_scatter_rmsnorm_bf16_g4_c4096.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
@@ -484,6 +486,7 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2_e4m3_dynamic"),
             "%s", out);
   cr_expect(strstr(out, "collgen_broadcast_bf16_g2_v8"), "%s", out);
+  cr_expect(strstr(out, "collgen_reduce_scatter_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
   cr_expect(strstr(out, all_demo_kernels), "%s", out);
   free(out);
   /* one process per rank: the GPUs are counted in a child, which finds none */

@@ -426,6 +426,58 @@ static void all_gather_rounds(rank_ctx *x, uint64_t seed) {
   collgen__cu.cuGraphDestroy(g);
 }
 
+/* One checked collgen_rank_reduce_scatter_rmsnorm of x [rows, cols] (inputs
+** from fused_inputs; residual_in its first count rows, or none): this
+** rank's chunk of residual_out bit for bit (on NCCL: the reference of the
+** op on one rank over NCCL's rounded sum, docs/multinode.md#bits), normed
+** within its bound. Chunks differ per rank: no hash. */
+static void rs_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t cols, int with_res,
+                     uint64_t seed) {
+  const int es = collgen__dtype_bytes(dt);
+  int64_t start = 0, count = 0;
+  collgen__scatter_chunk(rows, x->nranks, x->rank, &start, &count);
+  const size_t bytes = (size_t)(count * cols) * (size_t)es;
+  void *res_in, *gamma, *ref_res = malloc(bytes + 1);
+  fused_inputs(x, dt, rows, cols, seed, &res_in, &gamma);
+  const float w = 1.0f;
+  const void *ri = with_res ? res_in : NULL;
+  if (route == ROUTE_AUTO) {
+    collgen__ref_reduce_scatter_rmsnorm(dt, x->nranks, x->rank, rows, cols,
+                                        (const void *const *)x->host, ri, gamma, 1e-5f, w, x->want,
+                                        ref_res);
+  } else {
+    void *sum = malloc((size_t)(rows * cols) * (size_t)es + 1);
+    collgen__ref_allreduce(dt, rows * cols, x->nranks, (const void *const *)x->host, sum);
+    const void *one[1] = {(const char *)sum + (size_t)(start * cols) * (size_t)es};
+    collgen__ref_reduce_scatter_rmsnorm(dt, 1, 0, count, cols, one, ri, gamma, 1e-5f, w, x->want,
+                                        ref_res);
+    free(sum);
+  }
+  DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->out, 0xff, bytes + 64) == COLLGEN_OK &&
+            collgen__dev_fill(x->c, x->rank, x->aux[1], 0xff, bytes + 64) == COLLGEN_OK, "poison");
+  int64_t shape[2] = {rows, cols};
+  int rc = collgen_rank_reduce_scatter_rmsnorm(x->c, dt, 2, shape, x->in,
+                                               with_res ? x->aux[0] : NULL, x->out, x->aux[1],
+                                               x->aux[2], 1e-5f, w, 0, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "reduce_scatter_rmsnorm %lld x %lld: %s",
+             (long long)rows, (long long)cols, collgen_comm_last_error(x->c));
+  rank_sync(x);
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->aux[1], bytes + 64) == COLLGEN_OK,
+            "download");
+  RANK_CHECK(x->rep, x->rank, memcmp(x->got, ref_res, bytes) == 0,
+             "reduce_scatter_rmsnorm dtype %d %lld x %lld residual %d: residual_out differs "
+             "from the reference", (int)dt, (long long)rows, (long long)cols, with_res);
+  for (size_t i = bytes; i < bytes + 64; ++i)
+    RANK_CHECK(x->rep, x->rank, ((unsigned char *)x->got)[i] == 0xff,
+               "reduce_scatter_rmsnorm wrote past this rank's chunk of residual_out");
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out, bytes) == COLLGEN_OK,
+            "download");
+  check_normed(x, dt, count, cols, ref_res, gamma, w, "reduce_scatter_rmsnorm");
+  free(res_in);
+  free(gamma);
+  free(ref_res);
+}
+
 static const int64_t RANK_SIZES[] = {1, 7, 4097, 65536 + 3, 1 << 20, 3 * (1 << 20) + 5};
 
 static const collgen_dtype_t dts[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F16, COLLGEN_DTYPE_F32};
@@ -681,6 +733,13 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
     for (size_t k = 0; k < sizeof gather_shapes / sizeof gather_shapes[0]; ++k, ++slot)
       gather_round(&x, dts[d], gather_shapes[k][0], gather_shapes[k][1], gather_shapes[k][2],
                    seed + 11 * (uint64_t)slot, slot % HASH_SLOTS);
+  /* reduce_scatter_rmsnorm: uneven and empty chunks (7 rows), with and
+  ** without residual_in */
+  static const int64_t rs_shapes[][2] = {{7, 4096}, {64, 1000}, {300, 1024}};
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t k = 0; k < sizeof rs_shapes / sizeof rs_shapes[0]; ++k, ++slot)
+      rs_round(&x, dts[d], rs_shapes[k][0], rs_shapes[k][1], (int)(slot & 1),
+               seed + 13 * (uint64_t)slot);
   graph_norm_ops(&x, seed + 999);
   all_gather_rounds(&x, seed + 5555);
   uint64_t round = 0;

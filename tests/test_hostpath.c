@@ -25,6 +25,7 @@
 #include "devbuf.h"
 #include "fake_cuda.h"
 #include "reference.h"
+#include "shape.h"
 #include "shared_mem.h"
 #include "test_util.h"
 
@@ -1010,4 +1011,78 @@ Test(hostpath, reduce_scatter_sum_points_each_rank_at_its_chunk) {
   }
   collgen_comm_destroy(c);
   unsetenv("FAKE_CUDA_DEVICES");
+}
+
+/* reduce_scatter_rmsnorm: every rank launches (a group of one too: add and
+** normalize, no copy); rank r's kernel pulls every rank's x from the first
+** row of r's chunk (collgen__scatter_chunk), count is r's chunk, residual_in
+** is NULL when the call has none; zero rows launch nothing. */
+Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
+  setenv("FAKE_CUDA_DEVICES", "3", 1);
+  collgen_comm_t *c = make_comm(3);
+  enum { ROWS = 7, COLS = 1024, ROW_BYTES = COLS * 2 };
+  int64_t shape[2] = {ROWS, COLS}, none[2] = {0, COLS};
+  const int64_t *shapes[3] = {shape, shape, shape}, *empty[3] = {none, none, none};
+  void *x[3], *res[3], *normed[3], *gamma[3], *q[3];
+  float *scales[3];
+  for (int r = 0; r < 3; ++r) {
+    x[r] = poisoned(ROWS * ROW_BYTES);
+    res[r] = poisoned(ROWS * ROW_BYTES);
+    normed[r] = poisoned(ROWS * ROW_BYTES);
+    q[r] = poisoned(ROWS * COLS);
+    scales[r] = poisoned(ROWS * sizeof(float));
+    gamma[r] = poisoned(ROW_BYTES);
+  }
+  collgen_stream_t streams[3];
+  make_streams(c, streams);
+  static const int groups[] = {0, 1};
+  for (size_t k = 0; k < 2; ++k) {
+    const int g = groups[k] ? groups[k] : 3;
+    for (int with_res = 0; with_res < 2; ++with_res) {
+      memset(stats, 0, sizeof *stats);
+      cr_assert_eq(collgen_reduce_scatter_rmsnorm(
+                       c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)x,
+                       with_res ? (const void *const *)res : NULL, normed, res,
+                       (const void *const *)gamma, 1e-6f, 1.0f, groups[k], streams),
+                   COLLGEN_OK, "group %d: %s", g, collgen_comm_last_error(c));
+      cr_expect_eq(stats->launches, 3, "group %d", g);
+      cr_expect_eq(stats->copies, 0, "group %d: no copy, even alone", g);
+      cr_expect_eq(stats->wrong_context, 0);
+      for (int r = 0; r < 3; ++r) {
+        const collgen__kparams *kp = &stats->log[r].params;
+        const int base = r / g * g;
+        int64_t start = 0, count = 0;
+        collgen__scatter_chunk(ROWS, g, r - base, &start, &count);
+        cr_expect(strstr(stats->log[r].kernel, g == 3 ? "reduce_scatter_rmsnorm_bf16_g3_c1024"
+                                                      : "reduce_scatter_rmsnorm_bf16_g1_c1024"),
+                  "%s", stats->log[r].kernel);
+        cr_expect_eq(stats->log[r].grid, g == 3 ? 3u : 7u, "a block per row of the largest chunk");
+        cr_expect_eq(kp->count, (unsigned long long)count, "rank %d", r);
+        for (int m = 0; m < g; ++m)
+          cr_expect_eq(kp->in[m], (char *)x[base + m] + start * ROW_BYTES, "rank %d peer %d", r, m);
+        cr_expect_eq(kp->out[r - base], res[r]);
+        cr_expect_eq(kp->residual_in, with_res ? res[r] : NULL, "rank %d", r);
+        cr_expect_eq(kp->normed, normed[r]);
+      }
+    }
+  }
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_reduce_scatter_rmsnorm_fp8(
+                   c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)x, NULL, q, scales, res,
+                   (const void *const *)gamma, 1e-6f, 0.0f, COLLGEN_FP8_DYNAMIC, 0.0f, 0, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect(strstr(stats->log[1].kernel, "_e4m3_dynamic"), "%s", stats->log[1].kernel);
+  cr_expect_eq(stats->log[1].params.normed, q[1]);
+  cr_expect_eq(stats->log[1].params.row_scales, scales[1]);
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, empty,
+                                              (const void *const *)x, NULL, normed, res,
+                                              (const void *const *)gamma, 1e-6f, 0.0f, 0, streams),
+               COLLGEN_OK);
+  cr_expect_eq(stats->launches + stats->copies + stats->module_loads, 0, "zero rows: nothing");
+  for (int r = 0; r < 3; ++r) {
+    cr_expect(all_poison(x[r], ROWS * ROW_BYTES), "the fake driver runs no kernel");
+    free(x[r]), free(res[r]), free(normed[r]), free(q[r]), free(scales[r]), free(gamma[r]);
+  }
+  collgen_comm_destroy(c);
 }

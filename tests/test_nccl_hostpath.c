@@ -181,6 +181,35 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
               call_is(0, "ncclAllGather", in, out, 4096, 6, -1, s) && stats->launches == 0 &&
               stats->copies == 0, "equal all_gather: %s, %ld calls", collgen_comm_last_error(c),
               nc->calls);
+  /* reduce_scatter_rmsnorm: NCCL reduce-scatters x into this rank's
+  ** staging (even chunks: ncclReduceScatter; 7 rows: one ncclReduce per
+  ** chunk, rooted at its owner, in a group), the local kernel adds and
+  ** normalizes this rank's chunk from there */
+  reset();
+  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, fs, in, out, nrm, res, gam,
+                                           1e-6f, 0.0f, 0, s);
+  l = &stats->log[0];
+  CHILD_CHECK(rep, rank, 20, rc == COLLGEN_OK && nc->calls == 1 &&
+              call_is(0, "ncclReduceScatter", in, staging, 4 * 512, 9, -1, s) &&
+              nc->log[0].op == 0 && stats->launches == 1 && l->params.in[0] == staging &&
+              l->params.residual_in == out && l->params.out[0] == res &&
+              l->params.normed == nrm && l->params.count == 4 && l->params.rank == 0,
+              "reduce_scatter_rmsnorm: %s, %ld calls, %ld launches", collgen_comm_last_error(c),
+              nc->calls, stats->launches);
+  int64_t odd[2] = {7, 512};
+  reset();
+  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, odd, in, NULL, nrm, res, gam,
+                                           1e-6f, 0.0f, 0, s);
+  l = &stats->log[0];
+  CHILD_CHECK(rep, rank, 21, rc == COLLGEN_OK && nc->calls == 4 &&
+              call_is(0, "ncclGroupStart", NULL, NULL, 0, -1, -1, NULL) &&
+              call_is(1, "ncclReduce", in, staging, 4 * 512, 9, 0, s) &&
+              call_is(2, "ncclReduce", in + 4 * 512 * 2, staging, 3 * 512, 9, 1, s) &&
+              call_is(3, "ncclGroupEnd", NULL, NULL, 0, -1, -1, NULL) && stats->launches == 1 &&
+              l->params.in[0] == staging && l->params.residual_in == NULL &&
+              l->params.count == (rank ? 3u : 4u),
+              "uneven reduce_scatter_rmsnorm: %s, %ld calls (%s), count %llu",
+              collgen_comm_last_error(c), nc->calls, nc->log[1].fn, l->params.count);
   /* prepare loads the local kernel of an NCCL-routed group: the call then
   ** loads nothing */
   collgen_shape_t sh;

@@ -681,3 +681,48 @@ Test(planner, reduce_scatter_sum_pulls_its_chunk_or_copies) {
   cr_expect_eq(count, 6, "g2, g4, g8 x v8, v1");
   free(shapes);
 }
+
+/* reduce_scatter_rmsnorm: one algorithm (the barrier pull, "oneshot") that
+** reads x on the peers, the row layouts of allreduce_residual_rmsnorm, a
+** kernel for a group of one too; rows are the largest chunk's (the grid).
+** Its variants: per group size and cols, aligned or not, each FP8 mode. */
+Test(planner, reduce_scatter_rmsnorm_plans_and_variants) {
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_REDUCE_SCATTER_RMSNORM);
+  s.ngpus = 4;
+  s.rows = 3;
+  s.cols = 8192;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_rmsnorm_bf16_g4_c8192_v8_u2");
+  cr_expect_str_eq(p.algo, "oneshot");
+  cr_expect_eq(p.grid, 3, "one block per row of the chunk");
+  cr_expect_eq(p.peer_reads, 1u << 0, "x");
+  cr_expect_eq(p.peer_writes, 0u);
+  cr_expect_eq(p.copy_from, -1, "a kernel runs");
+  s.group_size = 1;
+  s.rows = 100000;
+  s.aligned16 = 0;
+  s.fp8 = COLLGEN_FP8_STATIC;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_rmsnorm_bf16_g1_c8192_v1_u16_e4m3_static",
+                   "a group of one adds and normalizes (no copy)");
+  cr_expect_eq(p.grid, 256);
+  cr_expect_eq(p.copy_from, -1);
+  strcpy(s.arch, "sm_80");
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG, "FP8 needs sm_89");
+  collgen_shape_class_t cls;
+  memset(&cls, 0, sizeof cls);
+  cls.op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM;
+  cls.dtype = COLLGEN_DTYPE_BF16;
+  cls.ngpus = 8;
+  cls.cols = RR_CLASS_COLS;
+  cls.cols_count = 2;
+  collgen_shape_t *shapes = NULL;
+  int count = 0;
+  cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
+               collgen_generator_last_error(gen));
+  cr_expect_eq(count, 4 * 2 * 2 * 3, "group sizes 1, 2, 4, 8 x 2 cols x aligned or not x 3 "
+               "FP8 modes, got %d", count);
+  free(shapes);
+}

@@ -34,7 +34,7 @@
 
 #define MATRIX_ARGS                                                            \
   "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast," \
-  "all_gather,reduce_scatter_sum "                                             \
+  "all_gather,reduce_scatter_sum,reduce_scatter_rmsnorm "                      \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -143,8 +143,10 @@ static void sweep_rmsnorm(sweep *s, collgen_shape_t base, const int64_t *sizes, 
 
 /* Every call of an RMSNorm op in the matrix (`sizes` is scratch space). */
 static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
-  /* the matrix's FP8 output modes: none, then dynamic for the op that has them */
-  const int last_mode = op == COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM ? COLLGEN_FP8_DYNAMIC : 0;
+  /* the matrix's FP8 output modes: none, then dynamic for the ops that have them */
+  const int fp8 =
+      op == COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM || op == COLLGEN_OP_REDUCE_SCATTER_RMSNORM;
+  const int last_mode = fp8 ? COLLGEN_FP8_DYNAMIC : 0;
   for (size_t d = 0; d < sizeof DTYPES / sizeof DTYPES[0]; ++d)
     for (size_t c = 0; c < sizeof COLS / sizeof COLS[0]; ++c) {
       int esize = DTYPES[d] == COLLGEN_DTYPE_F32 ? 4 : 2;
@@ -235,6 +237,7 @@ static int run_sweep(FILE *report, int read_only) {
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);
   sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);
+  sweep_row_op(s, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, sizes);
   fprintf(s->report, "%d calls, %d distinct kernels, %d calls (%d kernels) not served from disk\n",
           s->calls, s->nkeys, s->misses, s->nmissing);
   int warned = read_only ? w.count == 1 && strstr(w.first, "read-only") : w.count == 0;

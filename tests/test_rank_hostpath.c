@@ -90,6 +90,32 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
                                       0.0f, 0, s);
   CHILD_CHECK(rep, rank, 23, rc == COLLGEN_OK && stats->launches == launches + 1,
               "allgather_rmsnorm: %s", collgen_comm_last_error(c));
+  /* reduce_scatter_rmsnorm stages x (peers pull their chunks of it) into
+  ** region IN; rank r's kernel reads every rank's staged x from the first
+  ** row of r's chunk (33 rows: 17 and 16). An x over half the staging area
+  ** is refused, naming staging_bytes. */
+  int64_t rs_shape[2] = {33, 4096}, rs_big[2] = {1024, 4096};
+  launches = stats->launches;
+  copies = stats->copies;
+  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rs_shape, in, NULL, nrm, res,
+                                           out, 1e-6f, 0.0f, 0, s);
+  const collgen__kparams *kp = &stats->log[launches].params;
+  const size_t rs_start = rank ? 17 * 4096 * 2 : 0;
+  CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == launches + 1 &&
+              stats->copies > copies && kp->count == (rank ? 16u : 17u) &&
+              kp->in[0] == (const char *)(uintptr_t)c->staging[0] + rs_start &&
+              kp->in[1] == (const char *)(uintptr_t)c->staging[1] + rs_start &&
+              kp->residual_in == NULL &&
+              memcmp((const void *)(uintptr_t)c->staging[rank], in, 33 * 4096 * 2) == 0,
+              "reduce_scatter_rmsnorm: %s, %ld launches, %ld copies, count %llu",
+              collgen_comm_last_error(c), stats->launches - launches, stats->copies - copies,
+              kp->count);
+  launches = stats->launches;
+  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rs_big, in, NULL, nrm, res,
+                                           out, 1e-6f, 0.0f, 0, s);
+  CHILD_CHECK(rep, rank, 30, rc == COLLGEN_ERR_INVALID_ARG && stats->launches == launches &&
+              strstr(collgen_comm_last_error(c), "staging_bytes"),
+              "x over half the staging area: %s", collgen_comm_last_error(c));
   /* every op computes on elements: a copy-only dtype is refused before
   ** anything is launched or copied, a group of one's copy included */
   launches = stats->launches;

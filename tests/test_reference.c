@@ -418,3 +418,37 @@ Test(reference, reduce_scatter_sum_is_allreduce_rows_of_the_chunk) {
   collgen__ref_reduce_scatter_sum(COLLGEN_DTYPE_F32, 2, 1, 3, 1, fin, o);
   cr_expect_eq(o[0], 0.0f);
 }
+
+Test(reference, reduce_scatter_rmsnorm_chunks_sums_in_rank_order_and_normalizes) {
+  /* 5 rows of 2 cols on 2 ranks: rank 0 owns rows 0..2, rank 1 rows 3..4.
+  ** Row r of x0 is [r, 1e8], of x1 [1, -1e8]: in rank order the second
+  ** column sums to 0 before the residual's 1 is added. */
+  float x0[10], x1[10], res[6], gamma[2] = {1.0f, 1.0f}, out[6], normed[6];
+  for (int r = 0; r < 5; ++r) {
+    x0[2 * r] = (float)r, x0[2 * r + 1] = 1e8f;
+    x1[2 * r] = 1.0f, x1[2 * r + 1] = -1e8f;
+  }
+  for (int k = 0; k < 6; ++k) res[k] = 1.0f;
+  const void *x[2] = {x0, x1};
+  collgen__ref_reduce_scatter_rmsnorm(COLLGEN_DTYPE_F32, 2, 1, 5, 2, x, res, gamma, 0.0f, 0.0f,
+                                      normed, out);
+  /* rows 3 and 4: [3 + 1 + 1, 0 + 1] and [4 + 1 + 1, 0 + 1] */
+  cr_expect(out[0] == 5.0f && out[1] == 1.0f && out[2] == 6.0f && out[3] == 1.0f);
+  cr_expect_float_eq(normed[0], 5.0f / sqrtf(13.0f), 1e-6);
+  cr_expect_float_eq(normed[3], 1.0f / sqrtf(18.5f), 1e-6);
+  /* rank 0 without residual_in: rows 0..2 are [r + 1, 0] */
+  collgen__ref_reduce_scatter_rmsnorm(COLLGEN_DTYPE_F32, 2, 0, 5, 2, x, NULL, gamma, 0.0f, 0.0f,
+                                      normed, out);
+  for (int r = 0; r < 3; ++r) cr_expect(out[2 * r] == (float)(r + 1) && out[2 * r + 1] == 0.0f);
+  cr_expect_float_eq(normed[0], sqrtf(2.0f), 1e-6);
+  /* in place, and a group of one (the whole tensor); normed may be skipped */
+  collgen__ref_reduce_scatter_rmsnorm(COLLGEN_DTYPE_F32, 1, 0, 2, 2, x, res, gamma, 0.0f, 0.0f,
+                                      NULL, res);
+  cr_expect(res[0] == 1.0f && res[1] == 1e8f + 1.0f && res[2] == 2.0f);
+  /* bf16 rounds once: 1 + 2^-8 + 2^-8 (residual) = 1 + 2^-7 */
+  uint16_t b0[1] = {0x3f80}, b1[1] = {0x3b80}, bres[1] = {0x3b80}, bg[1] = {0x3f80}, bo[1], bn[1];
+  const void *bx[2] = {b0, b1};
+  collgen__ref_reduce_scatter_rmsnorm(COLLGEN_DTYPE_BF16, 2, 0, 1, 1, bx, bres, bg, 0.0f, 0.0f,
+                                      bn, bo);
+  cr_expect_eq(bo[0], 0x3f81, "got %#x", bo[0]);
+}

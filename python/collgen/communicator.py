@@ -470,6 +470,27 @@ class Communicator:
         ``residual``), and its RMSNorm into ``normed``. ``fp8``: None (normed
         in the dtype), "dynamic" (normed as float8 e4m3, a float32 scale per
         row into ``scales``) or a float (one static scale)."""
+        self._residual_norm("allreduce_residual_rmsnorm", False, x, residual, weight, normed,
+                            residual_out, eps, weight_offset, fp8, scales, group_size, stream,
+                            dtype, shape)
+
+    def reduce_scatter_rmsnorm(self, x, weight, normed, residual_out, eps, *, residual=None,
+                               weight_offset=0.0, fp8=None, scales=None, group_size=0,
+                               stream=None, dtype=None, shape=None):
+        """Sequence parallelism: every rank holds ``x`` [rows, cols]; group
+        rank i gets chunk i of the rows (``scatter_chunk``) summed over the
+        group, plus ``residual`` (optional, [count_i, cols]) into
+        ``residual_out`` (may be ``residual``), and its RMSNorm into
+        ``normed``; ``fp8`` as in ``fused_add_rmsnorm``."""
+        self._residual_norm("reduce_scatter_rmsnorm", True, x, residual, weight, normed,
+                            residual_out, eps, weight_offset, fp8, scales, group_size, stream,
+                            dtype, shape)
+
+    def _residual_norm(self, op, chunked, x, residual, weight, normed, residual_out, eps,
+                       weight_offset, fp8, scales, group_size, stream, dtype, shape):
+        """The residual RMSNorm ops (same arguments in C): ``chunked``, each
+        rank's residual and outputs are its chunk of x's rows, and the
+        residual may be None."""
         xs = self._views(x, "x", dtype, shape)
         dt, name = self._dtype(xs, dtype, "x")
         b = dtype_bytes(name)
@@ -493,43 +514,47 @@ class Communicator:
                 raise TypeError("scales: not with a static fp8 scale")
         else:
             raise TypeError(f"fp8 must be None, 'dynamic' or a float, not {type(fp8).__name__}")
-        full = [rows * cols * b] * n
-        res = self._views(residual, "residual", name, row_shape, need_bytes=full)
+        g = c_int_arg(group_size, "group_size")
+        me = range(self.nranks) if self.is_local else [self.rank]
+        size = g or self.nranks
+        out_rows = [scatter_chunk(rows, size, r % size)[1] if size > 0 and self.nranks % size == 0
+                    else 0 for r in me] if chunked else [rows] * n
+        full = [k * cols * b for k in out_rows]
+        out_shape = () if chunked else row_shape
+        res = [None] * n if chunked and residual is None else \
+            self._views(residual, "residual", name, out_shape, need_bytes=full)
         gam = self._views(weight, "weight", name, row_shape[-1:], need_bytes=[cols * b] * n)
-        out_res = self._views(residual_out, "residual_out", name, row_shape, True, full)
+        out_res = self._views(residual_out, "residual_out", name, out_shape, True, full)
         nrm = self._views(normed, "normed", None, (), True,
-                          full if mode is None else [rows * cols] * n)
-        sc = self._views(scales, "scales", "f32", (rows,), True, [rows * 4] * n) \
+                          full if mode is None else [k * cols for k in out_rows])
+        sc = self._views(scales, "scales", "f32", (), True, [k * 4 for k in out_rows]) \
             if mode == FP8_MODES["dynamic"] else [None] * n
         arrays, sp = self._shape_arrays(xs, ndim)
-        g = c_int_arg(group_size, "group_size")
         streams = self._streams(stream)
         eps, wo = float(eps), float(weight_offset)
 
         def ptrs(vs):
             return [0 if v is None else v.ptr for v in vs]
 
+        fn = getattr(lib, f"collgen_{op}" if self.is_local else f"collgen_rank_{op}")
+        fn_fp8 = getattr(lib, f"collgen_{op}_fp8" if self.is_local else f"collgen_rank_{op}_fp8")
         if mode is None and self.is_local:
-            rc = lib.collgen_allreduce_residual_rmsnorm(
-                self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
-                _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
+            rc = fn(self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
+                    _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
         elif mode is None:
-            rc = lib.collgen_rank_allreduce_residual_rmsnorm(
-                self._ptr(), dt, ndim, arrays[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
-                out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
+            rc = fn(self._ptr(), dt, ndim, arrays[0], xs[0].ptr, ptrs(res)[0], nrm[0].ptr,
+                    out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
         elif self.is_local:
             # Static: no row_scales array at all (NULL), as the library requires.
             fscales = None if mode == FP8_MODES["static"] else (POINTER(c_float) * n)(
                 *[ctypes.cast(p, POINTER(c_float)) for p in ptrs(sc)])
-            rc = lib.collgen_allreduce_residual_rmsnorm_fp8(
-                self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
-                fscales, _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, mode, static, g,
-                _ptrs(streams))
+            rc = fn_fp8(self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)),
+                        _ptrs(ptrs(nrm)), fscales, _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo,
+                        mode, static, g, _ptrs(streams))
         else:
-            rc = lib.collgen_rank_allreduce_residual_rmsnorm_fp8(
-                self._ptr(), dt, ndim, arrays[0], xs[0].ptr, res[0].ptr, nrm[0].ptr,
-                ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr, eps, wo,
-                mode, static, g, streams[0])
+            rc = fn_fp8(self._ptr(), dt, ndim, arrays[0], xs[0].ptr, ptrs(res)[0], nrm[0].ptr,
+                        ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr,
+                        eps, wo, mode, static, g, streams[0])
         self._check(rc)
 
     def all_gather(self, shard, output, *, shard_rows=None, group_size=0, stream=None,
@@ -607,6 +632,14 @@ def scatter_chunk(n, g, i):
     export), here for the outputs' sizes."""
     q, rem = divmod(n, g)
     return i * q + min(i, rem), q + (i < rem)
+
+
+def scatter_chunk(n, g, i):
+    """(start, count) of group rank i's rows of n over g ranks: the rule of
+    collgen__scatter_chunk (src/shape.c), which the package needs to size
+    the outputs of reduce_scatter_rmsnorm."""
+    q, extra = divmod(n, g)
+    return i * q + min(i, extra), q + (i < extra)
 
 
 class _Dims:

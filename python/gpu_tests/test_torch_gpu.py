@@ -88,6 +88,7 @@ def test_processes_every_op(nranks, tmp_path):
     assert sum(k.startswith("all_reduce") for k in checks) >= 9
     assert sum(k.startswith("all_gather_rmsnorm") for k in checks) == 6
     assert sum(k.startswith("fused_add_rmsnorm") for k in checks) == 10
+    assert sum(k.startswith("reduce_scatter_rmsnorm") for k in checks) == 4
     if nranks == 2:
         assert any(k.startswith("torch.cuda.graph") for k in checks)
         assert sum(k.startswith("torch.compile") for k in checks) == 2
@@ -191,6 +192,29 @@ def test_local_all_gather(local, dtype):
         first = r // 2 * 2
         assert torch.equal(halves[r], torch.cat(shards[first:first + 2]))
     _same("all_gather", got)
+
+
+@pytest.mark.parametrize("fp8", [None, "dynamic"])
+def test_local_reduce_scatter_rmsnorm(local, fp8):
+    n, rows, cols = local.nranks, 7, 4096
+    g = torch.Generator(device=DEV).manual_seed(23)
+    xs = [torch.randn((rows, cols), generator=g, device=DEV).to(torch.bfloat16) for _ in range(n)]
+    gamma = torch.randn((cols,), generator=g, device=DEV).to(torch.bfloat16)
+    total = ref.group_sum(xs)
+    chunks = [collgen.communicator.scatter_chunk(rows, n, r) for r in range(n)]
+    residuals = [torch.randn((c, cols), generator=g, device=DEV).to(torch.bfloat16)
+                 for _, c in chunks]
+    out = local.reduce_scatter_rmsnorm(xs, [gamma] * n, [t.clone() for t in residuals], 1e-6,
+                                       fp8=fp8)
+    torch.cuda.synchronize()
+    for r, (start, count) in enumerate(chunks):
+        want = (total[start:start + count] + residuals[r].float()).to(torch.bfloat16)
+        assert torch.equal(out[1][r], want), f"rank {r}"
+        exact = ref.rmsnorm_exact(want, gamma, 1e-6, 0.0)
+        if fp8 is None:
+            ref.assert_close_normed(out[0][r], exact, f"rank {r}")
+        else:
+            ref.assert_fp8(out[0][r], out[2][r], exact, None, f"rank {r}")
 
 
 @pytest.mark.parametrize("fp8", [None, "dynamic", 0.02])

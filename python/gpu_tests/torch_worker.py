@@ -235,6 +235,38 @@ def ops_scenario(comm):
                 exact_equal(got, torch.tensor_split(summed, len(members))[members.index(RANK)],
                             "all_reduce's rows")
 
+    for dtype, rows, cols, fp8, with_res in ((torch.bfloat16, 7, 4096, None, True),
+                                             (torch.float32, 3, 1024, None, False),
+                                             (torch.bfloat16, 16, 2048, "dynamic", True),
+                                             (torch.float16, 9, 1024, 0.05, False)):
+        seed += 1
+
+        @check(f"reduce_scatter_rmsnorm {dtype} {rows}x{cols} fp8={fp8} residual={with_res}")
+        def _():
+            g = torch.Generator(device=DEV).manual_seed(seed)
+            xs = [torch.randn((rows, cols), generator=g, device=DEV).to(dtype)
+                  for _ in range(WORLD)]
+            start, count = collgen.communicator.scatter_chunk(rows, WORLD, RANK)
+            residual = torch.randn((count, cols), generator=g, device=DEV).to(dtype)
+            gamma = torch.randn((cols,), generator=g, device=DEV).to(dtype)
+            want = ref.group_sum(xs)[start:start + count]
+            want_res = (want + residual.float() if with_res else want).to(dtype)
+            res_in = residual.clone()
+            ref.poison_allocator(rows * cols * 8)
+            out = comm.reduce_scatter_rmsnorm(xs[RANK], gamma, res_in if with_res else None,
+                                              1e-6, fp8=fp8,
+                                              residual_out=res_in if with_res else None)
+            torch.cuda.synchronize()
+            normed, res_out = out[0], out[1]
+            exact_equal(res_out, want_res, "residual_out")
+            exact = ref.rmsnorm_exact(res_out, gamma, 1e-6, 0.0)
+            if fp8 is None:
+                ref.assert_close_normed(normed, exact, "normed")
+                assert len(out) == 2
+            else:
+                scales = out[2] if fp8 == "dynamic" else None
+                ref.assert_fp8(normed, scales, exact, None if fp8 == "dynamic" else fp8, "fp8")
+
     @check("registered buffer (empty) all_reduce")
     def _():
         n = 12345

@@ -187,7 +187,7 @@ void cli_print_spec_help(FILE *out) {
           "  --max-blocks N         grid cap, 0 = default, at most 256 (0)\n"
           "  --unaligned            pointers not 16-byte aligned (scalar kernel)\n"
           "  --inplace              allreduce output aliases input\n"
-          "  --fp8 MODE             allreduce_residual_rmsnorm: normed as float8 e4m3 with a\n"
+          "  --fp8 MODE             the residual RMSNorm ops: normed as float8 e4m3 with a\n"
           "                         scale per row or one static scale, sm_89+ (none):\n"
           "                         %s\n",
           dtypes, archs, fp8);

@@ -361,6 +361,23 @@ static void rr_free(demo_ctx *d, rr_args *a, const void **host_x, void **out) {
   }
 }
 
+/* How many of `rows` x RMS_COLS bf16 normed values `got` are not within
+** collgen__ref_close of the RMSNorm of residual rows `res` (eps 1e-6,
+** weight offset 0). */
+static int normed_wrong(const void *res, const void *got, const void *gamma, int64_t rows) {
+  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+  int bad = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    double scale = collgen__ref_rmsnorm_scale(bf, res, row, RMS_COLS, 1e-6f);
+    for (int64_t c = 0; c < RMS_COLS; ++c) {
+      int64_t i = row * RMS_COLS + c;
+      double exact = collgen__ref_load(bf, res, i) * scale * collgen__ref_load(bf, gamma, c);
+      bad += !collgen__ref_close(bf, collgen__ref_load(bf, got, i), exact);
+    }
+  }
+  return bad;
+}
+
 static int demo_residual_rmsnorm(demo_ctx *d) {
   const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
   const size_t bytes = (size_t)RR_ROWS * RMS_COLS * 2, gbytes = RMS_COLS * 2;
@@ -381,14 +398,7 @@ static int demo_residual_rmsnorm(demo_ctx *d) {
       collgen__dev_download(d->comm, r, got, a.res[r], bytes);
       bad += memcmp(got, want_r, bytes) != 0;
       collgen__dev_download(d->comm, r, got, a.normed[r], bytes);
-      for (int64_t row = 0; row < RR_ROWS; ++row) {
-        double scale = collgen__ref_rmsnorm_scale(bf, want_r, row, RMS_COLS, 1e-6f);
-        for (int64_t c = 0; c < RMS_COLS; ++c) {
-          int64_t i = row * RMS_COLS + c;
-          double exact = collgen__ref_load(bf, want_r, i) * scale * collgen__ref_load(bf, gamma, c);
-          bad += !collgen__ref_close(bf, collgen__ref_load(bf, got, i), exact);
-        }
-      }
+      bad += normed_wrong(want_r, got, gamma, RR_ROWS);
     }
   }
   double us = rc == COLLGEN_OK ? time_op(d, run_rr, &a) : -1;
@@ -639,6 +649,60 @@ static int demo_reduce_scatter(demo_ctx *d) {
   return rc != COLLGEN_OK || mismatches;
 }
 
+/* reduce_scatter_rmsnorm over rr_inputs' buffers, residual in place: rank
+** r's chunk of the RR_ROWS rows (residual_in: the first rows of `res`). */
+static int run_rs(demo_ctx *d, void *vp) {
+  rr_args *a = vp;
+  const int me = collgen__comm_self(d->comm);
+  if (me >= 0)
+    return collgen_rank_reduce_scatter_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, a->shape, a->x[me],
+                                               a->res[me], a->normed[me], a->res[me],
+                                               a->gamma[me], 1e-6f, 0.0f, 0, d->streams[me]);
+  const int64_t *shapes[COLLGEN_MAX_DEVICES];
+  for (int r = 0; r < d->n; ++r) shapes[r] = a->shape;
+  return collgen_reduce_scatter_rmsnorm(d->comm, COLLGEN_DTYPE_BF16, 2, shapes,
+                                        (const void *const *)a->x, (const void *const *)a->res,
+                                        a->normed, a->res, (const void *const *)a->gamma, 1e-6f,
+                                        0.0f, 0, d->streams);
+}
+
+static int demo_reduce_scatter_rmsnorm(demo_ctx *d) {
+  const collgen_dtype_t bf = COLLGEN_DTYPE_BF16;
+  const size_t bytes = (size_t)RR_ROWS * RMS_COLS * 2, gbytes = RMS_COLS * 2;
+  rr_args a;
+  memset(&a, 0, sizeof a);
+  const void *host_x[COLLGEN_MAX_DEVICES] = {0};
+  void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
+  void *want_n = malloc(bytes), *got = malloc(bytes);
+  int ok = want_r && want_n && got && rr_inputs(d, &a, host_x, res, gamma, a.normed, bytes);
+  int rc = ok ? run_rs(d, &a) : COLLGEN_ERR_CUDA;
+  if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
+  int bad = 0;
+  for (int r = 0; rc == COLLGEN_OK && r < d->n; ++r) {
+    if (!local(d, r)) continue;
+    int64_t start = 0, count = 0;
+    collgen__scatter_chunk(RR_ROWS, d->n, r, &start, &count);
+    const size_t mine = (size_t)(count * RMS_COLS) * 2;
+    collgen__ref_reduce_scatter_rmsnorm(bf, d->n, r, RR_ROWS, RMS_COLS, host_x, res, gamma, 1e-6f,
+                                        0.0f, want_n, want_r);
+    collgen__dev_download(d->comm, r, got, a.res[r], mine);
+    bad += memcmp(got, want_r, mine) != 0;
+    collgen__dev_download(d->comm, r, got, a.normed[r], mine);
+    bad += normed_wrong(want_r, got, gamma, count);
+  }
+  double us = rc == COLLGEN_OK ? time_op(d, run_rs, &a) : -1;
+  if (rc != COLLGEN_OK)
+    printf("  rs_rmsnorm         FAILED: %s: %s\n", collgen_status_name(rc),
+           collgen_comm_last_error(d->comm));
+  else
+    printf("  rs_rmsnorm         bf16 %d x %d reduce-scatter + residual + RMSNorm on %d rank(s): "
+           "%s, %.1f us (best of %d)\n", RR_ROWS, RMS_COLS, d->n,
+           bad ? "MISMATCH vs CPU reference" : "matches CPU reference", us, ITERS);
+  rr_free(d, &a, host_x, a.normed);
+  free(res), free(gamma), free(want_r), free(want_n), free(got);
+  return rc != COLLGEN_OK || bad;
+}
+
 /* Every op once, checked and timed; nonzero if any failed. */
 static int demo_ops(demo_ctx *d) {
   int failed = demo_vector_op(d, -1);
@@ -648,6 +712,7 @@ static int demo_ops(demo_ctx *d) {
   failed |= demo_vector_op(d, d->n - 1); /* broadcast */
   failed |= demo_all_gather(d);
   failed |= demo_reduce_scatter(d);
+  failed |= demo_reduce_scatter_rmsnorm(d);
   return failed;
 }
 

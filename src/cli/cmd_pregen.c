@@ -36,7 +36,7 @@ static void print_help(void) {
          "                   dividing each is included\n"
          "  --cols LIST      cols of the RMSNorm ops, each 1..2^31\n"
          "                   (1024,2048,4096,5120,7168,8192,16384)\n"
-         "  --fp8 LIST       allreduce_residual_rmsnorm's normed output: %s\n"
+         "  --fp8 LIST       the residual RMSNorm ops' normed output: %s\n"
          "                   (every mode the arch has: FP8 needs sm_89)\n"
          "  --cache-dir D    cache to fill (default cache location)\n"
          "  -j N             parallel compile processes, 1..%d (number of CPUs)\n"

@@ -157,13 +157,14 @@ void collgen__ref_allgather_rmsnorm(collgen_dtype_t dtype, int group,
   norm_rows(dtype, row, cols, residual, gamma, eps, weight_offset, normed);
 }
 
-/* residual_out[i] = round(x[0][i] + ... + x[group-1][i] + residual_in[i]). */
+/* residual_out[i] = round(x[0][i] + ... + x[group-1][i] + residual_in[i])
+** (no residual_in term when it is NULL). */
 static void add_residual(collgen_dtype_t dtype, int group, int64_t n, const void *const *x,
                          const void *residual_in, void *residual_out) {
   for (int64_t i = 0; i < n; ++i) {
     volatile float acc = collgen__ref_load(dtype, x[0], i); /* no excess precision */
     for (int g = 1; g < group; ++g) acc = acc + collgen__ref_load(dtype, x[g], i);
-    acc = acc + collgen__ref_load(dtype, residual_in, i);
+    if (residual_in) acc = acc + collgen__ref_load(dtype, residual_in, i);
     collgen__ref_store(dtype, residual_out, i, acc);
   }
 }
@@ -176,6 +177,19 @@ void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, i
   reduce_bytes(__func__, dtype);
   add_residual(dtype, group, rows * cols, x, residual_in, residual_out);
   norm_rows(dtype, rows, cols, residual_out, gamma, eps, weight_offset, normed);
+}
+
+void collgen__ref_reduce_scatter_rmsnorm(collgen_dtype_t dtype, int group, int i, int64_t rows,
+                                         int64_t cols, const void *const *x,
+                                         const void *residual_in, const void *gamma, float eps,
+                                         float weight_offset, void *normed, void *residual_out) {
+  const size_t esize = reduce_bytes(__func__, dtype);
+  int64_t start = 0, count = 0;
+  collgen__scatter_chunk(rows, group, i, &start, &count);
+  const void *chunk[COLLGEN_MAX_DEVICES];
+  for (int g = 0; g < group; ++g) chunk[g] = (const char *)x[g] + (size_t)(start * cols) * esize;
+  add_residual(dtype, group, count * cols, chunk, residual_in, residual_out);
+  if (normed) norm_rows(dtype, count, cols, residual_out, gamma, eps, weight_offset, normed);
 }
 
 /* The dynamic scale of a row: max |y| / 448 in f32, NaN ignored (fmaxf). */

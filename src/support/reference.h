@@ -52,6 +52,19 @@ void collgen__ref_allreduce_residual_rmsnorm(collgen_dtype_t dtype, int group, i
                                              float eps, float weight_offset, void *normed,
                                              void *residual_out);
 
+/* Group rank i's outputs of reduce_scatter_rmsnorm: x[g] are the group's
+** [rows, cols] inputs; chunk i of the rows (collgen__scatter_chunk: count
+** rows from start) gets, in the order of
+** collgen__ref_allreduce_residual_rmsnorm (bit for bit),
+**   residual_out = round(x[0] + ... + x[group-1] + residual_in)
+** (no residual_in term when it is NULL) as [count, cols], then normed from
+** it in double (skipped when normed is NULL: FP8 checks use
+** collgen__ref_fp8_row_ok on residual_out). residual_out may be residual_in. */
+void collgen__ref_reduce_scatter_rmsnorm(collgen_dtype_t dtype, int group, int i, int64_t rows,
+                                         int64_t cols, const void *const *x,
+                                         const void *residual_in, const void *gamma, float eps,
+                                         float weight_offset, void *normed, void *residual_out);
+
 /* The FP8 output of allreduce_residual_rmsnorm
 ** (collgen_allreduce_residual_rmsnorm_fp8): residual_out as
 ** collgen__ref_allreduce_residual_rmsnorm, then each row of normed_f32

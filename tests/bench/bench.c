@@ -966,6 +966,7 @@ int main(int argc, char **argv) {
     bench_broadcast(&b, max_bytes);
     bench_all_gather(&b, max_bytes);
     bench_reduce_scatter(&b, max_bytes);
+    bench_reduce_scatter_rmsnorm(&b);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

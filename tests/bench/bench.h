@@ -150,6 +150,9 @@ void bench_residual_rmsnorm_fp8(bench_t *b);
 /* reduce_scatter_sum against ncclReduceScatter, 64 KiB .. max_bytes per
 ** rank (bench_reduce_scatter.c). */
 void bench_reduce_scatter(bench_t *b, size_t max_bytes);
+/* reduce_scatter_rmsnorm against ncclReduceScatter + the plain kernel
+** (bench_rs_rmsnorm.c). */
+void bench_reduce_scatter_rmsnorm(bench_t *b);
 
 /* collgen-bench --model (bench_model.c): the 32-layer decode step. */
 void bench_model(bench_t *b);

@@ -51,8 +51,9 @@ static uint64_t take(const uint8_t **p, const uint8_t *end, int n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
-  /* 3: allreduce_residual_rmsnorm_fp8, 4: broadcast, 5: all_gather, 6: reduce_scatter_sum */
-  int op = (int)(take(&p, end, 1) % 7);
+  /* 3: allreduce_residual_rmsnorm_fp8, 4: broadcast, 5: all_gather, 6: reduce_scatter_sum,
+  ** 7, 8: reduce_scatter_rmsnorm(_fp8) */
+  int op = (int)(take(&p, end, 1) % 9);
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -106,6 +107,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   else if (op == 6)
     rc = collgen_reduce_scatter_sum(comm, dtype, trank, shapes, (const void *const *)ptr[0],
                                     ptr[1], group, streams);
+  else if (op == 7)
+    rc = collgen_reduce_scatter_rmsnorm(comm, dtype, trank, shapes, (const void *const *)ptr[0],
+                                        (const void *const *)ptr[1], ptr[2], ptr[3],
+                                        (const void *const *)ptr[4], eps, wo, group, streams);
+  else if (op == 8)
+    rc = collgen_reduce_scatter_rmsnorm_fp8(
+        comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],
+        ptr[2], (float *const *)ptr[5], ptr[3], (const void *const *)ptr[4], eps, wo, mode,
+        static_scale, group, streams);
   else
     rc = collgen_allreduce_residual_rmsnorm_fp8(
         comm, dtype, trank, shapes, (const void *const *)ptr[0], (const void *const *)ptr[1],

@@ -683,3 +683,86 @@ class Communicator:
             _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
             stream=streams))
         return outs
+
+    # ---- reduce_scatter_rmsnorm -------------------------------------------
+
+    def _chunk_rows(self, rows, group_size, rank=None):
+        """Rows of ``rank``'s chunk (default: this rank) of x's rows;
+        ValueError when group_size does not divide the ranks."""
+        g = c_int_arg(group_size, "group_size") or self.nranks
+        if g <= 0 or self.nranks % g:
+            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
+        return _core.scatter_chunk(rows, g, (self.rank if rank is None else rank) % g)[1]
+
+    def reduce_scatter_rmsnorm(self, x, weight, residual=None, eps=1e-6, *, weight_offset=0.0,
+                               fp8=None, residual_out=None, group_size=0):
+        """Sequence parallelism: every rank holds ``x`` [rows, cols]; group
+        rank i gets chunk i of the rows summed over the group, plus
+        ``residual`` (optional, [count_i, cols]), as ``residual_out``, and
+        its RMSNorm. Returns ``(normed, residual_out)``, or with
+        ``fp8="dynamic"`` also ``scales`` (float32 [count_i]); ``fp8=<float>``
+        is one static scale. ``residual_out=residual`` updates it in place.
+        Local mode: lists of per-rank tensors (residual None or a list)."""
+        static = self._fp8_arg(fp8)
+        if not self.is_local and _is_compiling():
+            if static is None:
+                out = torch.ops.collgen.reduce_scatter_rmsnorm(
+                    x, residual, weight, eps, weight_offset, self.handle, group_size)
+            else:
+                out = torch.ops.collgen.reduce_scatter_rmsnorm_fp8(
+                    x, residual, weight, eps, weight_offset, static, self.handle, group_size)
+                out = out if fp8 == "dynamic" else out[:2]
+            if residual_out is not None:
+                residual_out.copy_(out[1])
+                out = (out[0], residual_out) + tuple(out[2:])
+            return out
+        return self._eager_rs_norm(x, residual, weight, eps, weight_offset, residual_out, static,
+                                   group_size, fp8 == "dynamic")
+
+    def _eager_rs_norm(self, xs, residuals, weights, eps, weight_offset, residual_outs, static,
+                       group_size, dynamic_out):
+        """Both modes: lists of one tensor per rank (local) or this rank's."""
+        one = not self.is_local
+        if one:
+            xs, weights = [xs], [weights]
+            residuals = None if residuals is None else [residuals]
+            residual_outs = None if residual_outs is None else [residual_outs]
+        else:
+            self._lists(("x", xs), ("residual", residuals), ("weight", weights),
+                        ("residual_out", residual_outs))
+        x0 = xs[0]
+        self._norm_input(x0, "x")
+        cols = x0.shape[-1]
+        rows = x0.numel() // cols if cols else 0
+        ranks = [self.rank] if one else range(self.nranks)
+        devices = [self.device] if one else self.devices
+        counts = [self._chunk_rows(rows, group_size, r) for r in ranks]
+        for k, (r, d) in enumerate(zip(ranks, devices)):
+            self._tensor(xs[k], f"x[{r}]", x0.dtype, x0.shape, d)
+            self._tensor(weights[k], f"weight[{r}]", x0.dtype, (cols,), d)
+            for name, ts in (("residual", residuals), ("residual_out", residual_outs)):
+                if ts is not None:
+                    self._tensor(ts[k], f"{name}[{r}]", x0.dtype, (counts[k], cols), d)
+        res_out = residual_outs or [x0.new_empty((n, cols), device=d)
+                                    for n, d in zip(counts, devices)]
+        ndt = x0.dtype if static is None else FP8_DTYPE
+        normed = [torch.empty((n, cols), dtype=ndt, device=d) for n, d in zip(counts, devices)]
+        dynamic = static == 0.0
+        scales = [torch.empty((n,), dtype=torch.float32, device=d)
+                  for n, d in zip(counts, devices)] if dynamic else None
+        fp8_arg = None if static is None else ("dynamic" if dynamic else static)
+
+        def call(streams):
+            pick = (lambda v: None if v is None else v[0]) if one else (lambda v: v)
+            self._core.reduce_scatter_rmsnorm(
+                pick(_arrays(xs)), pick(_arrays(weights)), pick(_arrays(normed)),
+                pick(_arrays(res_out)), eps, residual=pick(_arrays(residuals)),
+                weight_offset=weight_offset, fp8=fp8_arg, scales=pick(_arrays(scales)),
+                group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams)
+
+        if one:
+            call(self._stream())
+        else:
+            self._local_call(call)
+        out = (normed, res_out) + ((scales,) if dynamic and dynamic_out else ())
+        return tuple(v[0] for v in out) if one else out

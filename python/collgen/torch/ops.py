@@ -24,6 +24,11 @@ dtypes from the inputs alone.
       the group's shards [sum of its shard_rows, *x.shape[1:]], any dtype.
   reduce_scatter(Tensor x, int comm, int group_size) -> Tensor
       this rank's chunk of rows of the sum: [count, ...] (Communicator.reduce_scatter)
+  reduce_scatter_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps,
+                         float weight_offset, int comm, int group_size)
+      -> (Tensor normed, Tensor residual_out)   both [this rank's chunk of rows, cols]
+  reduce_scatter_rmsnorm_fp8(... as above, float static_scale before comm)
+      -> (Tensor normed_fp8, Tensor residual_out, Tensor scales)
 """
 
 import torch
@@ -86,6 +91,29 @@ def _reduce_scatter(x, comm, group_size):
     return out
 
 
+_LIB.define("reduce_scatter_rmsnorm(Tensor x, Tensor? residual, Tensor weight, float eps, "
+            "float weight_offset, int comm, int group_size) -> (Tensor, Tensor)")
+_LIB.define("reduce_scatter_rmsnorm_fp8(Tensor x, Tensor? residual, Tensor weight, float eps, "
+            "float weight_offset, float static_scale, int comm, int group_size) "
+            "-> (Tensor, Tensor, Tensor)")
+
+
+def _reduce_scatter_rmsnorm(x, residual, weight, eps, weight_offset, comm, group_size):
+    return communicator_of(comm)._eager_rs_norm(x, residual, weight, eps, weight_offset, None,
+                                                None, group_size, False)
+
+
+def _reduce_scatter_rmsnorm_fp8(x, residual, weight, eps, weight_offset, static_scale, comm,
+                                group_size):
+    if not static_scale >= 0:
+        raise ValueError(f"static_scale: 0 (dynamic) or a scale > 0, not {static_scale}")
+    normed, res, *scales = communicator_of(comm)._eager_rs_norm(
+        x, residual, weight, eps, weight_offset, None, float(static_scale), group_size, True)
+    return normed, res, scales[0] if scales else x.new_empty((0,), dtype=torch.float32)
+
+
+_LIB.impl("reduce_scatter_rmsnorm", _reduce_scatter_rmsnorm, "CUDA")
+_LIB.impl("reduce_scatter_rmsnorm_fp8", _reduce_scatter_rmsnorm_fp8, "CUDA")
 _LIB.impl("all_reduce", _all_reduce, "CUDA")
 _LIB.impl("all_gather_rmsnorm", _all_gather_rmsnorm, "CUDA")
 _LIB.impl("fused_add_rmsnorm", _fused_add_rmsnorm, "CUDA")
@@ -142,3 +170,23 @@ def _all_gather_fake(x, shard_rows, comm, group_size):
 def _reduce_scatter_fake(x, comm, group_size):
     c = communicator_of(comm)
     return x.new_empty(c._scatter_shape(x.shape, group_size, c.rank))
+
+
+def _rs_chunk(x, comm, group_size):
+    """The [count, cols] shape of this rank's chunk of x."""
+    cols = x.shape[-1]
+    return (communicator_of(comm)._chunk_rows(x.numel() // cols if cols else 0, group_size), cols)
+
+
+@torch.library.register_fake("collgen::reduce_scatter_rmsnorm")
+def _reduce_scatter_rmsnorm_fake(x, residual, weight, eps, weight_offset, comm, group_size):
+    shape = _rs_chunk(x, comm, group_size)
+    return x.new_empty(shape), x.new_empty(shape)
+
+
+@torch.library.register_fake("collgen::reduce_scatter_rmsnorm_fp8")
+def _reduce_scatter_rmsnorm_fp8_fake(x, residual, weight, eps, weight_offset, static_scale, comm,
+                                     group_size):
+    shape = _rs_chunk(x, comm, group_size)
+    scales = x.new_empty((shape[0] if static_scale == 0.0 else 0,), dtype=torch.float32)
+    return x.new_empty(shape, dtype=FP8_DTYPE), x.new_empty(shape), scales
