@@ -602,7 +602,7 @@ static void reduce_scatter_cases(bad_env *e) {
 ** residual_out and gamma as given; rank 1 its own valid buffers. fp8 mode
 ** NONE is the plain entry point, else the _fp8 one (codes in normed, row
 ** scales SPR for dynamic). */
-static int rs(bad_env *e, collgen_dtype_t dt, const void *x0, const void *ri0, void *nrm0,
+static int rsn(bad_env *e, collgen_dtype_t dt, const void *x0, const void *ri0, void *nrm0,
               void *ro0, const void *gam0, float eps, collgen_fp8_mode_t mode,
               float static_scale) {
   static const int64_t sh[2] = {4, 1024};
@@ -634,28 +634,28 @@ static void reduce_scatter_rmsnorm_cases(bad_env *e) {
        collgen_reduce_scatter_rmsnorm(e->c, BF, 1, flat, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
   CASE("rs norm i32", COLLGEN_ERR_INVALID_ARG,
        "reduce_scatter_rmsnorm computes on elements: i32 is a copy-only dtype",
-       rs(e, COLLGEN_DTYPE_I32, RS_OK, 1e-6f, NONE, 0.0f));
+       rsn(e, COLLGEN_DTYPE_I32, RS_OK, 1e-6f, NONE, 0.0f));
   CASE("rs norm eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
-       rs(e, BF, RS_OK, NAN, NONE, 0.0f));
+       rsn(e, BF, RS_OK, NAN, NONE, 0.0f));
   CASE("rs norm shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
        collgen_reduce_scatter_rmsnorm(e->c, BF, 2, differ, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
   CASE("rs norm residual_in of rank 0 NULL", COLLGEN_ERR_INVALID_ARG,
-       "residual_in of rank 0 is NULL", rs(e, BF, IN(0), NULL, NRM(0), OUT(0), GAM(0), 1e-6f,
+       "residual_in of rank 0 is NULL", rsn(e, BF, IN(0), NULL, NRM(0), OUT(0), GAM(0), 1e-6f,
                                            NONE, 0.0f));
   CASE("rs norm x of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "x of rank 0 is NULL",
-       rs(e, BF, NULL, RES(0), NRM(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
+       rsn(e, BF, NULL, RES(0), NRM(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
   CASE("rs norm residual_out inside x", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
-       rs(e, BF, IN(0), RES(0), NRM(0), AT(IN(0), 4096), GAM(0), 1e-6f, NONE, 0.0f));
+       rsn(e, BF, IN(0), RES(0), NRM(0), AT(IN(0), 4096), GAM(0), 1e-6f, NONE, 0.0f));
   CASE("rs norm normed is residual_out", COLLGEN_ERR_INVALID_ARG, "is the same buffer as",
-       rs(e, BF, IN(0), RES(0), OUT(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
+       rsn(e, BF, IN(0), RES(0), OUT(0), OUT(0), GAM(0), 1e-6f, NONE, 0.0f));
   CASE("rs norm residual_out at an odd byte", COLLGEN_ERR_ALIGNMENT, "residual_out of rank 0",
-       rs(e, BF, IN(0), RES(0), NRM(0), AT(OUT(0), 1), GAM(0), 1e-6f, NONE, 0.0f));
+       rsn(e, BF, IN(0), RES(0), NRM(0), AT(OUT(0), 1), GAM(0), 1e-6f, NONE, 0.0f));
   CASE("rs norm fp8 mode NONE", COLLGEN_ERR_INVALID_ARG,
        "(collgen_reduce_scatter_rmsnorm writes normed in the dtype)",
        collgen_reduce_scatter_rmsnorm_fp8(e->c, BF, 2, shapes, x, ri, nrm, NULL, ro, gam, 1e-6f,
                                           0, NONE, 0.0f, 0, s));
   CASE("rs norm fp8 static scale 0", COLLGEN_ERR_INVALID_ARG,
-       "static_scale must be finite and > 0", rs(e, BF, RS_OK, 1e-6f, COLLGEN_FP8_STATIC, 0.0f));
+       "static_scale must be finite and > 0", rsn(e, BF, RS_OK, 1e-6f, COLLGEN_FP8_STATIC, 0.0f));
   CASE("rs norm fp8 row_scales inside normed_fp8", COLLGEN_ERR_INVALID_ARG, "partially overlaps",
        collgen_reduce_scatter_rmsnorm_fp8(
            e->c, BF, 2, shapes, x, ri, nrm, (float *[]){(float *)AT(NRM(0), 2040), SPR(1)}, ro,

@@ -651,7 +651,7 @@ static int demo_reduce_scatter(demo_ctx *d) {
 
 /* reduce_scatter_rmsnorm over rr_inputs' buffers, residual in place: rank
 ** r's chunk of the RR_ROWS rows (residual_in: the first rows of `res`). */
-static int run_rs(demo_ctx *d, void *vp) {
+static int run_rs_rmsnorm(demo_ctx *d, void *vp) {
   rr_args *a = vp;
   const int me = collgen__comm_self(d->comm);
   if (me >= 0)
@@ -675,7 +675,7 @@ static int demo_reduce_scatter_rmsnorm(demo_ctx *d) {
   void *res = malloc(bytes), *gamma = malloc(gbytes), *want_r = malloc(bytes);
   void *want_n = malloc(bytes), *got = malloc(bytes);
   int ok = want_r && want_n && got && rr_inputs(d, &a, host_x, res, gamma, a.normed, bytes);
-  int rc = ok ? run_rs(d, &a) : COLLGEN_ERR_CUDA;
+  int rc = ok ? run_rs_rmsnorm(d, &a) : COLLGEN_ERR_CUDA;
   if (rc == COLLGEN_OK) rc = collgen__dev_sync_all(d->comm, d->streams);
   int bad = 0;
   for (int r = 0; rc == COLLGEN_OK && r < d->n; ++r) {
@@ -690,7 +690,7 @@ static int demo_reduce_scatter_rmsnorm(demo_ctx *d) {
     collgen__dev_download(d->comm, r, got, a.normed[r], mine);
     bad += normed_wrong(want_r, got, gamma, count);
   }
-  double us = rc == COLLGEN_OK ? time_op(d, run_rs, &a) : -1;
+  double us = rc == COLLGEN_OK ? time_op(d, run_rs_rmsnorm, &a) : -1;
   if (rc != COLLGEN_OK)
     printf("  rs_rmsnorm         FAILED: %s: %s\n", collgen_status_name(rc),
            collgen_comm_last_error(d->comm));

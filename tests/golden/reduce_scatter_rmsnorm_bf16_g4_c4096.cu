@@ -59,6 +59,7 @@ struct collgen_kparams {
   unsigned int group_base;                                // communicator index of the group's rank 0
   float static_scale;                                     // FP8 static output: normed is divided by it
   float *row_scales;                                      // FP8 dynamic output: this rank's scale of each row
+  unsigned int root;                                      // broadcast: the group rank that sends
 };
 COLLGEN_ABI_CHECK(collgen_kparams, in, 0, 64);
 COLLGEN_ABI_CHECK(collgen_kparams, out, 64, 64);
@@ -77,7 +78,8 @@ COLLGEN_ABI_CHECK(collgen_kparams, rank, 328, 4);
 COLLGEN_ABI_CHECK(collgen_kparams, group_base, 332, 4);
 COLLGEN_ABI_CHECK(collgen_kparams, static_scale, 336, 4);
 COLLGEN_ABI_CHECK(collgen_kparams, row_scales, 344, 8);
-static_assert(sizeof(collgen_kparams) == 352 &&
+COLLGEN_ABI_CHECK(collgen_kparams, root, 352, 4);
+static_assert(sizeof(collgen_kparams) == 360 &&
                   alignof(collgen_kparams) == 8,
               "collgen_kparams: size or alignment differs from the host's (src/device_abi.h)");
 
