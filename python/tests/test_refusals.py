@@ -80,8 +80,8 @@ def BC(e, dt=BF, root=0, group=0, s=(1000,)):
     return bc(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], root, group)
 
 
-def rs(e, x0, ri0, nrm0, ro0, gam0, dt=BF, eps=1e-6, fp8=None, s=SH):
-    """bad_inputs.c's rs(): reduce_scatter_rmsnorm, rank 1 on its own valid
+def rsn(e, x0, ri0, nrm0, ro0, gam0, dt=BF, eps=1e-6, fp8=None, s=SH):
+    """bad_inputs.c's rsn(): reduce_scatter_rmsnorm, rank 1 on its own valid
     buffers (fp8 "dynamic": row scales SPR)."""
     return e.comm.reduce_scatter_rmsnorm([x0, e.IN[1]], [gam0, e.GAM[1]], [nrm0, e.NRM[1]],
                                          [ro0, e.OUT[1]], eps, residual=[ri0, e.RES[1]], fp8=fp8,
@@ -89,9 +89,9 @@ def rs(e, x0, ri0, nrm0, ro0, gam0, dt=BF, eps=1e-6, fp8=None, s=SH):
                                          shape=s)
 
 
-def RS(e, **kw):
-    """rs() of SH with valid buffers."""
-    return rs(e, e.IN[0], e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0], **kw)
+def RSN(e, **kw):
+    """rsn() of SH with valid buffers."""
+    return rsn(e, e.IN[0], e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0], **kw)
 
 
 def create(e, devices, **options):
@@ -436,27 +436,27 @@ CASES = [
     ("rs norm comm NULL (Python)", ValueError, "the communicator is closed",
      lambda e: closed(e).reduce_scatter_rmsnorm(e.IN, e.GAM, e.NRM, e.OUT, 1e-6, dtype=BF,
                                                 shape=SH)),
-    row("rs norm tensor rank 1", INV, "needs tensor rank 2..8", lambda e: RS(e, s=(4096,))),
+    row("rs norm tensor rank 1", INV, "needs tensor rank 2..8", lambda e: RSN(e, s=(4096,))),
     ("rs norm i32", INV, "reduce_scatter_rmsnorm computes on elements: i32 is a copy-only",
-     lambda e: RS(e, dt="i32")),
-    ("rs norm eps NaN", INV, "eps must be finite", lambda e: RS(e, eps=NAN)),
+     lambda e: RSN(e, dt="i32")),
+    ("rs norm eps NaN", INV, "eps must be finite", lambda e: RSN(e, eps=NAN)),
     ("rs norm shapes differ", INV, "shapes differ",
      lambda e: e.comm.reduce_scatter_rmsnorm(arrays(e.IN, [SH, (4, 512)], BF), e.GAM, e.NRM,
                                              e.OUT, 1e-6, residual=e.RES, dtype=BF)),
     ("rs norm residual_in of rank 0 NULL", INV, "residual_in of rank 0 is NULL",
-     lambda e: rs(e, e.IN[0], 0, e.NRM[0], e.OUT[0], e.GAM[0])),
+     lambda e: rsn(e, e.IN[0], 0, e.NRM[0], e.OUT[0], e.GAM[0])),
     ("rs norm x of rank 0 NULL", INV, "x of rank 0 is NULL",
-     lambda e: rs(e, 0, e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0])),
+     lambda e: rsn(e, 0, e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0])),
     ("rs norm residual_out inside x", INV, "partially overlaps",
-     lambda e: rs(e, e.IN[0], e.RES[0], e.NRM[0], e.IN[0] + 4096, e.GAM[0])),
+     lambda e: rsn(e, e.IN[0], e.RES[0], e.NRM[0], e.IN[0] + 4096, e.GAM[0])),
     ("rs norm normed is residual_out", INV, "is the same buffer as",
-     lambda e: rs(e, e.IN[0], e.RES[0], e.OUT[0], e.OUT[0], e.GAM[0])),
+     lambda e: rsn(e, e.IN[0], e.RES[0], e.OUT[0], e.OUT[0], e.GAM[0])),
     ("rs norm residual_out at an odd byte", ALIGN, "residual_out of rank 0",
-     lambda e: rs(e, e.IN[0], e.RES[0], e.NRM[0], e.OUT[0] + 1, e.GAM[0])),
+     lambda e: rsn(e, e.IN[0], e.RES[0], e.NRM[0], e.OUT[0] + 1, e.GAM[0])),
     ("rs norm fp8 mode NONE (Python)", ValueError, "fp8: 'dynamic' or a static scale",
-     lambda e: RS(e, fp8="none")),
+     lambda e: RSN(e, fp8="none")),
     ("rs norm fp8 static scale 0", INV, "static_scale must be finite and > 0",
-     lambda e: RS(e, fp8=0.0)),
+     lambda e: RSN(e, fp8=0.0)),
     ("rs norm fp8 row_scales inside normed_fp8", INV, "partially overlaps",
      lambda e: e.comm.reduce_scatter_rmsnorm(e.IN, e.GAM, e.NRM, e.OUT, 1e-6, residual=e.RES,
                                              fp8="dynamic", scales=[e.NRM[0] + 2040, e.SPR[1]],
