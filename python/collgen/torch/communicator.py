@@ -558,7 +558,7 @@ class Communicator:
         if out is None:
             out = torch.empty_like(x)
         else:
-            self._tensor(out, "out", x.dtype, x.shape)
+            self._tensor(out, "out", x.dtype, x.shape, bits=True)
         self._eager_broadcast(dt, x, out, root, group_size)
         return out
 
