@@ -39,6 +39,13 @@ def bit_inputs(seed, nranks, shape, dtype, device="cuda"):
             .view(dtype).view(shape) for _ in range(nranks)]
 
 
+def bits_equal(a, b):
+    """Whether two tensors hold the same bytes (NaN patterns included, which
+    torch.equal calls unequal): the check of the ops that move bits."""
+    return (a.dtype == b.dtype and a.shape == b.shape and
+            torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
 def poison_allocator(nbytes, device="cuda"):
     """Fills freed allocator blocks with NaN bytes, so outputs the op
     allocates start as garbage rather than as a previous result."""
