@@ -111,11 +111,19 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
               collgen_comm_last_error(c), stats->launches - launches, stats->copies - copies,
               kp->count);
   launches = stats->launches;
-  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rs_big, in, NULL, nrm, res,
-                                           out, 1e-6f, 0.0f, 0, s);
+  /* buffers of the whole extent the call names, so that only the staging
+  ** limit can refuse it (smaller ones may overlap where malloc puts them) */
+  const size_t big_x = (size_t)(rs_big[0] * rs_big[1]) * 2, big_out = big_x / 2;
+  unsigned char *x_big = aligned_alloc(256, big_x), *nrm_big = aligned_alloc(256, big_out),
+                *res_big = aligned_alloc(256, big_out);
+  rc = collgen_rank_reduce_scatter_rmsnorm(c, COLLGEN_DTYPE_BF16, 2, rs_big, x_big, NULL, nrm_big,
+                                           res_big, out, 1e-6f, 0.0f, 0, s);
   CHILD_CHECK(rep, rank, 30, rc == COLLGEN_ERR_INVALID_ARG && stats->launches == launches &&
               strstr(collgen_comm_last_error(c), "staging_bytes"),
               "x over half the staging area: %s", collgen_comm_last_error(c));
+  free(x_big);
+  free(nrm_big);
+  free(res_big);
   /* every op computes on elements: a copy-only dtype is refused before
   ** anything is launched or copied, a group of one's copy included */
   launches = stats->launches;
