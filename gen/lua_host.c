@@ -1195,7 +1195,9 @@ int collgen__lua_plan(collgen__lua *h, const collgen_shape_t *shape,
             int_field_i(L, "group", 1, COLLGEN_MAX_DEVICES, &plan->group, err, n) ||
             int_field_i(L, "vec", 1, 16, &plan->vec, err, n) ||
             int_field_i(L, "block", 1, 1024, &plan->block, err, n) ||
-            int_field_i(L, "grid", 1, COLLGEN_MAX_BLOCKS, &plan->grid, err, n) ||
+            /* a group of one touches no signal slot (COLLGEN_LOCAL_MAX_GRID) */
+            int_field_i(L, "grid", 1, plan->group == 1 ? COLLGEN_LOCAL_MAX_GRID : COLLGEN_MAX_BLOCKS,
+                        &plan->grid, err, n) ||
             int_field_i(L, "items", 0, 1024, &plan->items, err, n) ||
             int_field(L, "cols", 0, INT64_MAX, &plan->cols, err, n);
   const collgen__op_desc *d = collgen__op_find(shape->op);

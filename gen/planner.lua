@@ -21,6 +21,9 @@ local MAX_DEVICES = catalog.limits.MAX_DEVICES
 M.MAX_BLOCKS = catalog.limits.MAX_BLOCKS  -- signal-buffer slots per rank; grids never exceed it
 M.LL_LINES = catalog.limits.LL_LINES      -- LL lines per (bank, sender): 8 payload bytes each
 M.DEFAULT_BLOCKS = 128    -- default grid cap for streaming kernels
+-- A group of one touches no signal buffer, so its grid is not bound by
+-- the signal slots: one block per row, up to the launch limit.
+M.LOCAL_MAX_GRID = catalog.limits.LOCAL_MAX_GRID
 
 -- Above the LL range, two-shot (reduce a slice, push it to every rank) is
 -- used. With more than 2 ranks it moves 2(G-1)/G instead of (G-1) inputs per
@@ -214,6 +217,30 @@ local function row_layout(s)
   return vec, nv, block, items
 end
 
+-- How a block of the group-of-one kernel ("local", residual norm ops)
+-- holds a row: M.LOCAL_ROW_VECS vectors per thread (16-byte vectors when
+-- aligned), as few threads as that allows up to M.LOCAL_MAX_BLOCK, every
+-- thread of the block with as many vectors as the others (5120 bf16
+-- columns: 320 threads of 2 vectors, not 512 threads of which 128 hold
+-- two and 384 one). Rows wider than M.ROW_VALUES_MAX values per thread are
+-- streamed
+-- (items 0). Chosen by measurement on one H200 against torch.compile
+-- (tests/bench/norm_vs_torch.py, docs/perf-notes.md).
+M.LOCAL_ROW_VECS = 2
+M.LOCAL_MAX_BLOCK = 512
+local function local_row_layout(s)
+  local vec, nv = row_layout(s)
+  local items = M.LOCAL_ROW_VECS
+  if ceil_div(nv, items) > M.LOCAL_MAX_BLOCK then items = ceil_div(nv, M.LOCAL_MAX_BLOCK) end
+  items = math.max(1, math.min(items, ceil_div(nv, 32)))  -- at least a warp of work
+  local block = round_up(ceil_div(nv, items), 32)
+  items = ceil_div(nv, block)
+  if items * vec > M.ROW_VALUES_MAX[vec > 1 and "vector" or "scalar"] then
+    return vec, nv, M.LOCAL_MAX_BLOCK, 0                -- streamed in a loop
+  end
+  return vec, nv, block, items
+end
+
 -- Whether an LL kernel can hold the row of a row layout, and with which
 -- block and items. The row stays in registers, at most 16 values per
 -- thread (more spills next to the LL state). Wider rows (bf16/f16 up to
@@ -262,11 +289,20 @@ local function plan_allgather_rmsnorm(s)
   }
 end
 
+-- The grid cap of a norm kernel: the caller's max_blocks, else the signal
+-- slots, or for the group-of-one kernel one block per row.
+local function norm_grid_cap(s, algo)
+  if s.max_blocks > 0 then return s.max_blocks end
+  return algo == "local" and M.LOCAL_MAX_GRID or M.MAX_BLOCKS
+end
+
 -- allreduce + residual add + RMSNorm; s.rows are the rows of each rank.
 --   ll:       x of every rank fits the LL lines (16-byte aligned, row in
 --             registers): each rank pushes its x to every peer, no barrier.
---   oneshot:  up to the one-shot size, or a group of one: each rank pulls
---             every peer's rows and normalizes them itself; two barriers.
+--   local:    a group of one: residual add and RMSNorm, no barrier, one
+--             block per row (local_row_layout), gamma loaded with the row.
+--   oneshot:  up to the one-shot size: each rank pulls every peer's rows
+--             and normalizes them itself; two barriers.
 --   rowsplit: above it: rank r sums the rows of its slice (rows*r/G ..
 --             rows*(r+1)/G), writes residual_out into every rank, then each
 --             rank normalizes all rows from its own copy; two barriers, and
@@ -290,14 +326,17 @@ local function plan_allreduce_residual_rmsnorm(s)
     ll_block = nil
   end
   local algo
-  if ll_block and s.rows <= ll_max_rows(s) then
+  if g == 1 then
+    algo = "local"
+    vec, nv, block, items = local_row_layout(s)
+  elseif ll_block and s.rows <= ll_max_rows(s) then
     algo, block, items = "ll", ll_block, ll_items
-  elseif g == 1 or s.rows <= oneshot_max_rows(s) then
+  elseif s.rows <= oneshot_max_rows(s) then
     algo = "oneshot"
   else
     algo = "rowsplit"
   end
-  local cap = math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS)
+  local cap = norm_grid_cap(s, algo)
   local grid_rows = algo == "rowsplit" and ceil_div(s.rows, g) or s.rows  -- rowsplit: a slice
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
@@ -308,7 +347,7 @@ local function plan_allreduce_residual_rmsnorm(s)
                            s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
     -- one-shot and row split pull every rank's x; row split pushes its
     -- slice's residual_out into every rank; LL pushes x only
-    peer_reads = algo == "ll" and {} or { "x" },
+    peer_reads = (algo == "ll" or algo == "local") and {} or { "x" },
     peer_writes = algo == "rowsplit" and { "residual_out" } or {},
   }
 end
@@ -381,20 +420,23 @@ end
 -- barrier pull ("oneshot" of templates/residual_rmsnorm.cuh.tpl): after a
 -- barrier each rank pulls its chunk's rows from every rank, sums them in
 -- group-rank order, adds residual_in and normalizes; closing barrier. A
--- group of one runs it too (add and normalize). Row layouts as
+-- group of one runs allreduce_residual_rmsnorm's "local" kernel (add and
+-- normalize, no barrier). Row layouts as
 -- allreduce_residual_rmsnorm's; FP8 output plans alike.
 local function plan_reduce_scatter_rmsnorm(s)
   local g = s.group_size
-  local vec, _, block, items = row_layout(s)
-  local cap = math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS)
+  local algo = g == 1 and "local" or "oneshot"
+  local vec, _, block, items = (g == 1 and local_row_layout or row_layout)(s)
+  local cap = norm_grid_cap(s, algo)
   return {
-    op = s.op, dtype = s.dtype, group = g, algo = "oneshot", vec = vec,
+    op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = clamp(s.rows, 1, cap), cols = s.cols, items = items,
     fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
-    kernel = string.format("collgen_reduce_scatter_rmsnorm_%s_g%d_c%d_v%d_%s%s",
-                           s.dtype, g, s.cols, vec, row_tag("u", items),
+    kernel = string.format("collgen_reduce_scatter_rmsnorm_%s_g%d_c%d_v%d_%s%s%s",
+                           s.dtype, g, s.cols, vec, algo == "local" and "local_" or "",
+                           row_tag("u", items),
                            s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
-    peer_reads = { "x" }, peer_writes = {},
+    peer_reads = algo == "local" and {} or { "x" }, peer_writes = {},
   }
 end
 

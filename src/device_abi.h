@@ -22,6 +22,9 @@
 
 /* Blocks per launch; the signal buffer has one slot per (block, peer). */
 #define COLLGEN_MAX_BLOCKS 256
+/* Blocks per launch of a group of one, which touches no signal slot: the
+** CUDA limit of gridDim.x. */
+#define COLLGEN_LOCAL_MAX_GRID 2147483647
 /* LL lines per (bank, sender), 8 payload bytes each: 256 KiB per message. */
 #define COLLGEN_LL_LINES 32768
 
@@ -56,6 +59,7 @@
 #define COLLGEN_ABI_LIMITS(L)                                                      \
   L(COLLGEN_MAX_DEVICES, "ranks per communicator: per-rank slots")                 \
   L(COLLGEN_MAX_BLOCKS, "blocks per launch: per-block signal slots")               \
+  L(COLLGEN_LOCAL_MAX_GRID, "blocks per launch of a group of one (no signal slots)") \
   L(COLLGEN_LL_LINES, "16-byte LL lines per (bank, sender)")                     \
   L(COLLGEN_ABORT_MARK, "a signal word after collgen_comm_abort (never a count)") \
   L(COLLGEN_STOP_TIMEOUT, "status record: a wait passed its bound")               \

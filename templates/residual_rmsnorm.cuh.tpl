@@ -14,6 +14,8 @@
 // static_scale) with y the f32 value above before its rounding
 // (templates/rmsnorm.cuh.tpl).
 % end
+% -- reduce_scatter_rmsnorm's residual_in is optional (NULL: none)
+% local optional_residual = spec.op == "reduce_scatter_rmsnorm"
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 % include("rmsnorm.cuh.tpl")
@@ -52,8 +54,7 @@ __device__ __forceinline__ bool residual_vec(const collgen_kparams &p, const col
   *out = pack(acc);
   return true;
 }
-% else
-%   local optional_residual = spec.op == "reduce_scatter_rmsnorm"
+% elseif not (algo == "local" and ITEMS > 0) then  -- the local row kernel loads its own
 // Vector i of residual_out, rounded: x vector i of every rank, pulled over
 // P2P with all loads in flight at once and summed in rank order, then this
 // rank's residual_in vector i${optional_residual and " (none when residual_in is NULL)" or ""}.
@@ -86,12 +87,89 @@ __device__ __forceinline__ unsigned long long slice_start(const collgen_kparams 
 }
 % end
 
+% if algo == "local" and ITEMS > 0 then
+// Row `row` of a group of one: residual_out = round(x + residual_in${optional_residual and " (or x)" or ""}),
+// written, then its normed output. Nobody to wait for, so every load of
+// the row (x, residual_in, gamma) goes out before any value is used: one
+// latency covers them all. The row stays in registers as packed
+// residual_out vectors (for 16-bit types half the registers of f32 values)
+// and is unpacked where it is used.
+__device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long long row) {
+  const unsigned long long base = row * ROW_VECS;  // the row's first vector
+%   if optional_residual then
+  const bool has_residual = p.residual_in != nullptr;  // block-uniform
+%   end
+  vec_t r[${ITEMS}], res[${ITEMS}], gam[${ITEMS}];
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) {
+      r[it] = load_vec(p.in[0], base + c);
+%   if optional_residual then
+      if (has_residual) res[it] = load_vec(p.residual_in, base + c);
+%   else
+      res[it] = load_vec(p.residual_in, base + c);
+%   end
+      gam[it] = load_vec(p.gamma, c);
+    }
+  }
+  float sumsq = 0.0f, y[VEC];
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) {
+      unpack(r[it], y);
+%   if optional_residual then
+      if (has_residual) accumulate(y, res[it]);
+%   else
+      accumulate(y, res[it]);
+%   end
+      r[it] = pack(y);  // residual_out, rounded
+      store_vec(p.out[p.rank], base + c, r[it]);
+      unpack(r[it], y);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sumsq += y[k] * y[k];
+    }
+  }
+  const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
+%   if FP8 == "dynamic" then
+  // The row's largest |normed value| gives its scale; the codes follow
+  // from the same values, computed again.
+  float m = 0.0f;
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) {
+      unpack(r[it], y);
+      normed_f32(p, y, scale, gam[it], y);
+      m = abs_max(m, y);
+    }
+  }
+  const e4m3_divider divider = make_divider(row_scale(p, row, m));
+%   elseif FP8 == "static" then
+  const e4m3_divider divider = make_divider(p.static_scale);
+%   end
+#pragma unroll
+  for (int it = 0; it < ${ITEMS}; ++it) {
+    const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+    if (c < ROW_VECS) {
+      unpack(r[it], y);
+%   if FP8 == "none" then
+      write_normed(p, row, c, y, scale, gam[it]);
+%   else
+      normed_f32(p, y, scale, gam[it], y);
+      store_e4m3(p, row, c, y, divider);
+%   end
+    }
+  }
+}
+% else
 % if algo == "ll" then
 // Row `row`: computes its residual_out, writes it to this rank's output,
 // then writes its normed output. False when a wait timed out.
 __device__ __forceinline__ bool norm_row(const collgen_kparams &p, const collgen_signal *mine,
                                          const unsigned int *epoch, unsigned long long row) {
-% elseif algo == "oneshot" then
+% elseif algo == "oneshot" or algo == "local" then
 // Row `row`: computes its residual_out, writes it to this rank's output,
 // then writes its normed output.
 __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long long row) {
@@ -184,11 +262,12 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
 %   end
 % else
 %   static_assert(algo ~= "ll", "LL rows are held in registers")
-  // Pass 1 ${algo == "oneshot" and "computes the row of residual_out and writes it" or "reads the row of residual_out"}, summing its
+%   local computes = algo == "oneshot" or algo == "local"
+  // Pass 1 ${computes and "computes the row of residual_out and writes it" or "reads the row of residual_out"}, summing its
   // squares; pass 2 re-reads that local copy (same thread, same vectors).
   float sumsq = 0.0f, x[VEC];
   for (unsigned long long c = threadIdx.x; c < ROW_VECS; c += ${BLOCK}) {
-%   if algo == "oneshot" then
+%   if computes then
     const vec_t r = pull_residual(p, base + c);
     store_vec(p.out[p.rank], base + c, r);
 %   else
@@ -226,8 +305,21 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
   return true;
 % end
 }
+% end
 
-extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
+% -- The group-of-one kernel keeps at least 1024 threads per SM resident
+% -- (so at most 64 registers a thread) while its row takes at most 48 of
+% -- them (x, residual_in and gamma, 3 * ITEMS vectors, plus an f32 value
+% -- per scalar): rows of other blocks load while one block sums its
+% -- squares. Larger rows take 512 threads (128 registers; 64 spilled 892
+% -- bytes at 8 f32 vectors, 24 at 16 scalars), and so do FP8 epilogues
+% -- (at 64 registers 4 bf16 vectors spilled 64 bytes, 160 with dynamic
+% -- scaling). The other kernels ask for one block per SM.
+% local words = VEC > 1 and VEC * esize // 4 or 1  -- registers per vector
+% local row_registers = ITEMS * (3 * words + (VEC > 1 and 0 or 1))
+% local local_threads = (row_registers <= 48 and FP8 == "none") and 1024 or 512
+% local min_blocks = algo == "local" and math.max(1, local_threads // BLOCK) or 1
+extern "C" __global__ void __launch_bounds__(${BLOCK}, ${min_blocks}) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
 % if algo == "ll" then
   __syncthreads();
@@ -237,6 +329,10 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
   for (unsigned long long row = blockIdx.x; row < p.count; row += gridDim.x)
     if (!norm_row(p, mine, epoch, row)) return;  // timed out: the communicator is unusable now
   ll_finish(p, mine, epoch);
+% elseif algo == "local" then
+  // A group of one: no peer, no barrier. Block b normalizes rows b, b +
+  // gridDim.x, ... (the planner's grid is one block per row).
+  for (unsigned long long row = blockIdx.x; row < p.count; row += gridDim.x) norm_row(p, row);
 % elseif algo == "oneshot" then
   // One-shot: each rank pulls every rank's x for every row and normalizes
   // the rows itself; it writes only its own outputs and reads only its own

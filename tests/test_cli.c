@@ -274,6 +274,9 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192.cu");
+  expect_golden("gen allreduce_residual_rmsnorm --ngpus 1 --rows 8192 --cols 8192 "
+                "--no-line-directives",
+                "allreduce_residual_rmsnorm_local_bf16_g1_c8192.cu");
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");

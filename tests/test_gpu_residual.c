@@ -523,6 +523,38 @@ Test(residual_rmsnorm, fp8_two_ranks_every_dtype_cols_and_algorithm, .timeout = 
   cr_expect_gt(reached_matching("_v4_", "_e4m3_"), 0, "no f32 vector FP8 kernel");
 }
 
+/* Groups of one (the "local" kernel: no barrier, one block per row, or a
+** grid-stride loop under a small max_blocks): per dtype and cols 1, 3 and
+** 301 rows and about 4 MB, in place and not, scalar (unaligned) and vector;
+** FP8 output in both modes at the widths that change the row layout. */
+Test(residual_rmsnorm, groups_of_one_every_dtype_cols_and_fp8_mode, .timeout = 900) {
+  collgen_comm_t *wide = make_comm(2, 0, 0, 0), *narrow = make_comm(2, 4, 0, 0);
+  for (int dt = 0; dt < 3; ++dt)
+    for (size_t k = 0; k < sizeof RR_COLS / sizeof RR_COLS[0]; ++k) {
+      const int64_t cols = RR_COLS[k], row_bytes = cols * collgen__dtype_bytes((collgen_dtype_t)dt);
+      const int64_t rows[] = {1, 3, 301, ((4 << 20) / row_bytes) | 1};
+      for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i)
+        rr_check(i == 2 ? narrow : wide, (collgen_dtype_t)dt, 1, rows[i], cols, (int)(i % 2),
+                 (int)(i == 1), 1);
+    }
+  static const int64_t FP8_COLS[] = {1000, 4096, 5120, 8192, 40000};
+  for (int mode = COLLGEN_FP8_DYNAMIC; mode <= COLLGEN_FP8_STATIC; ++mode)
+    for (int dt = 0; dt < 3; ++dt)
+      for (size_t k = 0; k < sizeof FP8_COLS / sizeof FP8_COLS[0]; ++k) {
+        rr_check_fp8(wide, (collgen_fp8_mode_t)mode, (collgen_dtype_t)dt, 1, 3, FP8_COLS[k], 1, 0, 1);
+        rr_check_fp8(narrow, (collgen_fp8_mode_t)mode, (collgen_dtype_t)dt, 1, 301, FP8_COLS[k], 0,
+                     (int)(k == 0), 1);
+      }
+  collgen_comm_destroy(wide);
+  collgen_comm_destroy(narrow);
+  for (int i = 0; i < nreached; ++i) cr_log_info("reached %s", reached[i]);
+  cr_expect_gt(reached_matching("_g1_", "_v8_local_u"), 0, "no vector group-of-one kernel");
+  cr_expect_gt(reached_matching("_g1_", "_v1_local_u"), 0, "no scalar group-of-one kernel");
+  cr_expect_gt(reached_matching("_g1_", "_local_loop"), 0, "no looped group-of-one kernel");
+  cr_expect_gt(reached_matching("_local_u", "_e4m3_dynamic"), 0, "no FP8 dynamic group-of-one kernel");
+  cr_expect_gt(reached_matching("_local_u", "_e4m3_static"), 0, "no FP8 static group-of-one kernel");
+}
+
 /* Dynamic scaling: an all-zero row gets scale 0 and code 0 even with eps
 ** 0, where its normed_f32 is NaN (0 * inf); the other rows are checked as
 ** usual. LL, looped and scalar rows. */

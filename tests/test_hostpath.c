@@ -285,7 +285,7 @@ Test(hostpath, residual_rmsnorm_launches_every_rank_even_alone) {
     s.cols = 4096;
     collgen_plan_t plan;
     cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_OK, "%s", collgen_generator_last_error(g));
-    cr_expect_str_eq(plan.algo, groups[k] == 1 ? "oneshot" : "rowsplit");
+    cr_expect_str_eq(plan.algo, groups[k] == 1 ? "local" : "rowsplit");
     for (int r = 0; r < 4; ++r) {
       cr_expect_eq(stats->log[r].device, r);
       cr_expect_str_eq(stats->log[r].kernel, plan.kernel);

@@ -249,9 +249,24 @@ Test(planner, residual_rmsnorm_algorithms) {
   cr_expect_eq(p.items, 16, "8192 scalars over 512 threads");
   cr_expect_str_eq(plan_rr(2, 0, 17, 8192, BF, 0).algo, "rowsplit");
   p = plan_rr(4, 1, 100000, 8192, BF, 1);
-  cr_expect_str_eq(p.algo, "oneshot", "a group of one adds and normalizes (no copy)");
+  cr_expect_str_eq(p.algo, "local", "a group of one adds and normalizes (no copy, no barrier)");
   cr_expect_eq(p.group, 1);
-  cr_expect_eq(p.grid, 256);
+  cr_expect_eq(p.grid, 100000, "one block per row: no signal slot bounds it");
+  cr_expect_eq(p.block, 512, "1024 vectors, 2 per thread");
+  cr_expect_eq(p.items, 2);
+  cr_expect_eq(p.peer_reads, 0u, "no peer is read");
+  cr_expect_eq(p.copy_from, -1, "a kernel runs");
+  p = plan_rr(4, 1, 7, 5120, BF, 1);
+  cr_expect_eq(p.block, 320, "640 vectors: 320 threads of 2, none idle");
+  cr_expect_eq(p.items, 2);
+  cr_expect_eq(p.grid, 7);
+  p = plan_rr(4, 1, 7, 100, BF, 1);
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_residual_rmsnorm_bf16_g1_c100_v1_local_u2",
+                   "100 scalars (200 bytes a row: unaligned), 2 a thread");
+  cr_expect_eq(p.block, 64);
+  p = plan_rr(4, 1, 7, 40000, BF, 1);
+  cr_expect_str_eq(p.kernel, "collgen_allreduce_residual_rmsnorm_bf16_g1_c40000_v8_local_loop");
+  cr_expect_eq(p.block, 512);
   cr_expect_str_eq(plan_rr(8, 0, 8, 8192, F32, 1).kernel,
                    "collgen_allreduce_residual_rmsnorm_f32_g8_c8192_v4_ll_u4",
                    "f32 at 8 ranks: 16 values per thread, still LL");
@@ -314,7 +329,7 @@ Test(planner, residual_rmsnorm_variants_reach_every_algorithm) {
   static const char *const want[] = {
       "_g2_c4096_v8_ll_u1",       "_g2_c4096_v8_rowsplit_u1", "_g2_c4096_v1_oneshot_u8",
       "_g2_c4096_v1_rowsplit_u8", "_g2_c40000_v8_oneshot_loop", "_g2_c40000_v8_rowsplit_loop",
-      "_g1_c4096_v8_oneshot_u1",  "_g1_c40000_v1_oneshot_loop"};
+      "_g1_c4096_v8_local_u2",    "_g1_c40000_v1_local_loop"};
   for (size_t w = 0; w < sizeof want / sizeof want[0]; ++w) {
     int found = 0;
     for (int i = 0; i < count; ++i) {
@@ -511,7 +526,7 @@ Test(planner, plans_say_what_the_runtime_needs) {
       {plan_rr(2, 0, 8, 8192, COLLGEN_DTYPE_BF16, 1), "ll", 0, 0},
       {plan_rr(2, 0, 8, 8192, COLLGEN_DTYPE_BF16, 0), "oneshot", RR_X, 0},
       {plan_rr(2, 0, 17, 8192, COLLGEN_DTYPE_BF16, 1), "rowsplit", RR_X, RR_RESIDUAL_OUT},
-      {plan_rr(4, 1, 100000, 8192, COLLGEN_DTYPE_BF16, 1), "oneshot", RR_X, 0},
+      {plan_rr(4, 1, 100000, 8192, COLLGEN_DTYPE_BF16, 1), "local", 0, 0},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; ++i) {
     cr_expect_str_eq(want[i].p.algo, want[i].algo, "case %zu", i);
@@ -683,8 +698,9 @@ Test(planner, reduce_scatter_sum_pulls_its_chunk_or_copies) {
 }
 
 /* reduce_scatter_rmsnorm: one algorithm (the barrier pull, "oneshot") that
-** reads x on the peers, the row layouts of allreduce_residual_rmsnorm, a
-** kernel for a group of one too; rows are the largest chunk's (the grid).
+** reads x on the peers, the row layouts of allreduce_residual_rmsnorm, and
+** for a group of one that op's "local" kernel; rows are the largest
+** chunk's (the grid).
 ** Its variants: per group size and cols, aligned or not, each FP8 mode. */
 Test(planner, reduce_scatter_rmsnorm_plans_and_variants) {
   collgen_shape_t s;
@@ -705,9 +721,11 @@ Test(planner, reduce_scatter_rmsnorm_plans_and_variants) {
   s.aligned16 = 0;
   s.fp8 = COLLGEN_FP8_STATIC;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
-  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_rmsnorm_bf16_g1_c8192_v1_u16_e4m3_static",
+  cr_expect_str_eq(p.kernel, "collgen_reduce_scatter_rmsnorm_bf16_g1_c8192_v1_local_u16_e4m3_static",
                    "a group of one adds and normalizes (no copy)");
-  cr_expect_eq(p.grid, 256);
+  cr_expect_str_eq(p.algo, "local");
+  cr_expect_eq(p.grid, 100000, "one block per row");
+  cr_expect_eq(p.peer_reads, 0u, "no peer is read");
   cr_expect_eq(p.copy_from, -1);
   strcpy(s.arch, "sm_80");
   cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG, "FP8 needs sm_89");

@@ -167,6 +167,32 @@ Test(template, planner_lua_error_is_a_template_error) {
   tu_remove_tree(tree);
 }
 
+/* A plan's grid is bounded by the signal slots (COLLGEN_MAX_BLOCKS) unless
+** its group is one rank, which touches no slot (COLLGEN_LOCAL_MAX_GRID): a
+** planner that plans more blocks for a real group is the generator's
+** fault. Here the tree's planner asks for 100000 blocks for every plan. */
+Test(template, grid_above_the_signal_slots_only_for_a_group_of_one) {
+  copy_tree();
+  tree_insert("gen/planner.lua", 0, "function M.plan(",
+              "  do local spec = check_runtime_facts(PLANNERS[s.op](s)); spec.grid = 100000;"
+              " check_common(s); return spec end");
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM);
+  s.ngpus = 2;
+  s.rows = 100000;
+  collgen_plan_t plan;
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_TEMPLATE, "a group of 2");
+  cr_expect(strstr(collgen_generator_last_error(g), "grid"), "message: %s",
+            collgen_generator_last_error(g));
+  s.group_size = 1;
+  cr_expect_eq(collgen_plan(g, &s, &plan), COLLGEN_OK, "%s", collgen_generator_last_error(g));
+  cr_expect_eq(plan.grid, 100000);
+  collgen_generator_destroy(g);
+  tu_remove_tree(tree);
+}
+
 /* Patches gen/main.lua so that variants() hands back, as its one variant,
 ** a copy of the last shape plan() was given (the C->Lua direction), with
 ** the field override BAD[class.ngpus] when there is one. */

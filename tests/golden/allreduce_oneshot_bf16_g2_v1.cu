@@ -13,13 +13,14 @@
 // src/device_abi.h (catalog.abi). The host builds the same structs from it;
 // the static_asserts below each struct fail compilation if any field's
 // offset or size differs from the host's.
-#define COLLGEN_MAX_DEVICES 8          // ranks per communicator: per-rank slots
-#define COLLGEN_MAX_BLOCKS 256         // blocks per launch: per-block signal slots
-#define COLLGEN_LL_LINES 32768         // 16-byte LL lines per (bank, sender)
-#define COLLGEN_ABORT_MARK 4294967295  // a signal word after collgen_comm_abort (never a count)
-#define COLLGEN_STOP_TIMEOUT 1         // status record: a wait passed its bound
-#define COLLGEN_STOP_ABORTED 2         // status record: a wait or count read the abort mark
-#define COLLGEN_PDL_MIN_SM 90          // programmatic dependent launch: oldest arch (sm_90 = 90)
+#define COLLGEN_MAX_DEVICES 8              // ranks per communicator: per-rank slots
+#define COLLGEN_MAX_BLOCKS 256             // blocks per launch: per-block signal slots
+#define COLLGEN_LOCAL_MAX_GRID 2147483647  // blocks per launch of a group of one (no signal slots)
+#define COLLGEN_LL_LINES 32768             // 16-byte LL lines per (bank, sender)
+#define COLLGEN_ABORT_MARK 4294967295      // a signal word after collgen_comm_abort (never a count)
+#define COLLGEN_STOP_TIMEOUT 1             // status record: a wait passed its bound
+#define COLLGEN_STOP_ABORTED 2             // status record: a wait or count read the abort mark
+#define COLLGEN_PDL_MIN_SM 90              // programmatic dependent launch: oldest arch (sm_90 = 90)
 
 // offsetof as a constant expression: NVRTC has neither <cstddef> nor
 // __builtin_offsetof; __INTADDR__ is its (EDG) front end's primitive.
