@@ -241,6 +241,13 @@ local function local_row_layout(s)
   return vec, nv, block, items
 end
 
+-- The grid cap of a norm kernel: the caller's max_blocks, else the signal
+-- slots, or for the group-of-one kernel one block per row.
+local function norm_grid_cap(s, algo)
+  if s.max_blocks > 0 then return s.max_blocks end
+  return algo == "local" and M.LOCAL_MAX_GRID or M.MAX_BLOCKS
+end
+
 -- Whether an LL kernel can hold the row of a row layout, and with which
 -- block and items. The row stays in registers, at most 16 values per
 -- thread (more spills next to the LL state). Wider rows (bf16/f16 up to
@@ -269,31 +276,26 @@ end
 
 local function plan_allgather_rmsnorm(s)
   local g = s.group_size
-  local vec, nv, block, items = row_layout(s)
-  local algo = items == 0 and "looped" or "unrolled"
+  local vec, nv, block, items = (g == 1 and local_row_layout or row_layout)(s)
+  local algo = items == 0 and "looped" or (g == 1 and "local" or "unrolled")
   -- Small gathered tensors (every shard then fits the LL lines) use the
   -- barrier-free LL push.
   local ll_block, ll_items = ll_row_fit(g, vec, nv, block, items, 4)
   if ll_block and s.rows <= ll_max_rows(s) then
     algo, block, items = "ll", ll_block, ll_items
   end
-  local grid = clamp(s.rows, 1, math.min(M.MAX_BLOCKS, s.max_blocks > 0 and s.max_blocks or M.MAX_BLOCKS))
+  local grid = clamp(s.rows, 1, norm_grid_cap(s, algo))
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = grid, cols = s.cols, items = items, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
     kernel = string.format("collgen_allgather_rmsnorm_%s_g%d_c%d_v%d_%s",
-                           s.dtype, g, s.cols, vec, row_tag(algo == "ll" and "ll" or "u", items)),
-    -- the barrier kernels pull every shard; LL pushes its own
-    peer_reads = algo == "ll" and {} or { "input" }, peer_writes = {},
+                           s.dtype, g, s.cols, vec,
+                           row_tag(({ ll = "ll", ["local"] = "local_u" })[algo] or "u", items)),
+    -- the barrier kernels pull every shard; LL pushes its own; a group
+    -- of one reads its own
+    peer_reads = (algo == "ll" or algo == "local") and {} or { "input" }, peer_writes = {},
   }
-end
-
--- The grid cap of a norm kernel: the caller's max_blocks, else the signal
--- slots, or for the group-of-one kernel one block per row.
-local function norm_grid_cap(s, algo)
-  if s.max_blocks > 0 then return s.max_blocks end
-  return algo == "local" and M.LOCAL_MAX_GRID or M.MAX_BLOCKS
 end
 
 -- allreduce + residual add + RMSNorm; s.rows are the rows of each rank.

@@ -4,7 +4,7 @@
 // Each block gathers whole rows from their owner rank (read once over the
 // link), copies them to the residual output and writes
 //   normed = round(x * rsqrt(sum(x^2) / cols + eps) * (gamma + weight_offset))
-// with all math in f32. Every rank normalizes every gathered row itself.
+// with all math in f32. Every rank normalizes every gathered row itself.${algo == "local" and "\n// A group of one (\"local\"): no peer, one block per row, gamma loaded with\n// the row." or ""}
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 % include("rmsnorm.cuh.tpl")
@@ -29,7 +29,7 @@ __device__ __forceinline__ bool ll_row_vec(const collgen_kparams &p, collgen_sig
 }
 
 % end
-extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(${BLOCK}, ${MIN_BLOCKS}) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
 % if algo == "ll" then
   __syncthreads();
@@ -57,12 +57,20 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
     const unsigned int owner_epoch = epoch_of(epoch, owner);
 % end
 % if algo ~= "looped" then
+%   -- a group of one keeps the row as loaded: for 16-bit types half the
+%   -- registers of f32 values (rmsnorm.cuh.tpl's MIN_BLOCKS counts on it)
+%   local packed = algo == "local"
+%   if packed then
+    vec_t xv[${ITEMS}];  // the row as loaded, unpacked where it is used
+    float y[VEC];
+%   else
     float x[${ITEMS}][VEC];
+%   end
     float sumsq = 0.0f;
-% local prefetch = algo == "ll" and BLOCK <= 512  -- 1024 threads: 64 registers, no room
+% -- LL with 1024 threads: 64 registers, no room
+% local prefetch = (algo == "ll" and BLOCK <= 512) or algo == "local"
 % if prefetch then
-    // gamma is fetched before the wait for the row, so its latency hides
-    // behind the link's.
+    // gamma is fetched before ${algo == "ll" and "the wait for the row, so its latency hides\n    // behind the link's" or "the row is used, so one latency covers both"}.
     vec_t gam[${ITEMS}];
 #pragma unroll
     for (int it = 0; it < ${ITEMS}; ++it) {
@@ -81,16 +89,30 @@ extern "C" __global__ void __launch_bounds__(${BLOCK}, 1) ${kernel}(const collge
         const vec_t v = load_vec(src, c);
 % end
         store_vec(p.residual, row * ROW_VECS + c, v);
+%   if packed then
+        xv[it] = v;
+        unpack(v, y);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sumsq += y[k] * y[k];
+%   else
         unpack(v, x[it]);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) sumsq += x[it][k] * x[it][k];
+%   end
       }
     }
     const float scale = rsqrtf(block_sum(sumsq) / (float)COLS + p.eps);
 #pragma unroll
     for (int it = 0; it < ${ITEMS}; ++it) {
       const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
+%   if packed then
+      if (c < ROW_VECS) {
+        unpack(xv[it], y);
+        write_normed(p, row, c, y, scale, gam[it]);
+      }
+%   else
       if (c < ROW_VECS) write_normed(p, row, c, x[it], scale, ${prefetch and "gam[it]" or "load_vec(p.gamma, c)"});
+%   end
     }
 % else
     // Pass 1 reads the row over the link once, copying it to the residual

@@ -307,19 +307,7 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
 }
 % end
 
-% -- The group-of-one kernel keeps at least 1024 threads per SM resident
-% -- (so at most 64 registers a thread) while its row takes at most 48 of
-% -- them (x, residual_in and gamma, 3 * ITEMS vectors, plus an f32 value
-% -- per scalar): rows of other blocks load while one block sums its
-% -- squares. Larger rows take 512 threads (128 registers; 64 spilled 892
-% -- bytes at 8 f32 vectors, 24 at 16 scalars), and so do FP8 epilogues
-% -- (at 64 registers 4 bf16 vectors spilled 64 bytes, 160 with dynamic
-% -- scaling). The other kernels ask for one block per SM.
-% local words = VEC > 1 and VEC * esize // 4 or 1  -- registers per vector
-% local row_registers = ITEMS * (3 * words + (VEC > 1 and 0 or 1))
-% local local_threads = (row_registers <= 48 and FP8 == "none") and 1024 or 512
-% local min_blocks = algo == "local" and math.max(1, local_threads // BLOCK) or 1
-extern "C" __global__ void __launch_bounds__(${BLOCK}, ${min_blocks}) ${kernel}(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(${BLOCK}, ${MIN_BLOCKS}) ${kernel}(const collgen_kparams p) {
   barrier_prologue();
 % if algo == "ll" then
   __syncthreads();

@@ -5,6 +5,21 @@
 // (in the dtype, or float8 e4m3 for allreduce_residual_rmsnorm's FP8
 // output) and, for the LL kernels, one 16-byte vector sent as two LL lines.
 
+% -- MIN_BLOCKS, the second argument of the kernels' __launch_bounds__.
+% -- A group-of-one ("local") kernel keeps at least 1024 threads per SM
+% -- resident (so at most 64 registers a thread) while its row takes at
+% -- most 48 of them (x, residual_in and gamma: 3 * ITEMS vectors, plus an
+% -- f32 value per scalar): rows of other blocks load while one block sums
+% -- its squares. Larger rows take 512 threads (128 registers; 64 spilled
+% -- 892 bytes at 8 f32 vectors, 24 at 16 scalars), and so do FP8 epilogues
+% -- (at 64 registers 4 bf16 vectors spilled 64 bytes, 160 with dynamic
+% -- scaling). The other kernels ask for one block per SM.
+% do
+%   local words = VEC > 1 and VEC * esize // 4 or 1  -- registers per vector
+%   local row_registers = ITEMS * (3 * words + (VEC > 1 and 0 or 1))
+%   local local_threads = (row_registers <= 48 and FP8 == "none") and 1024 or 512
+%   MIN_BLOCKS = algo == "local" and math.max(1, local_threads // BLOCK) or 1
+% end
 #define COLS ${COLS}ull            // columns per row
 #define ROW_VECS ${COLS // VEC}ull // vector accesses per row
 #define WARPS ${BLOCK // 32}

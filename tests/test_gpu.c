@@ -459,6 +459,24 @@ Test(allgather_rmsnorm, four_and_eight_ranks_mapped, .timeout = 900) {
   collgen_comm_destroy(c8);
 }
 
+/* Groups of one (the "local" kernel: one block per row, or a grid-stride
+** loop under a small max_blocks): per dtype and cols a few rows, 301 rows
+** and about 4 MB of rows, an empty shard. */
+Test(allgather_rmsnorm, groups_of_one_every_dtype_and_cols, .timeout = 600) {
+  collgen_comm_t *wide = make_comm(2, 0, 0, 0), *narrow = make_comm(2, 4, 0, 0);
+  for (int dt = 0; dt < 3; ++dt)
+    for (size_t k = 0; k < sizeof RMS_COLS / sizeof RMS_COLS[0]; ++k) {
+      const int64_t cols = RMS_COLS[k];
+      int64_t few[2] = {3, 0}, many[2] = {301, 1};
+      int64_t big[2] = {((4 << 20) / (cols * collgen__dtype_bytes((collgen_dtype_t)dt))) | 1, 2};
+      rms_check(wide, (collgen_dtype_t)dt, 1, few, cols, 1e-6f, dt == 0 ? 1.0f : 0.0f);
+      rms_check(narrow, (collgen_dtype_t)dt, 1, many, cols, 1e-5f, 0.0f);
+      rms_check(wide, (collgen_dtype_t)dt, 1, big, cols, 1e-6f, 0.0f);
+    }
+  collgen_comm_destroy(wide);
+  collgen_comm_destroy(narrow);
+}
+
 Test(single, one_rank_communicator, .timeout = 300) {
   collgen_comm_t *c = make_comm(1, 0, 0, 0);
   ar_check(c, COLLGEN_DTYPE_BF16, 1, 0, 0, 0, 1);

@@ -104,6 +104,15 @@ Test(planner, rmsnorm_shapes) {
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
   cr_expect_str_eq(p.algo, "unrolled", "3 f32 vectors per thread would spill");
   s.dtype = COLLGEN_DTYPE_BF16;
+  s.group_size = 1; /* a group of one: the "local" kernel, one block per row */
+  s.cols = 8192;
+  s.rows = 100000;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_str_eq(p.kernel, "collgen_allgather_rmsnorm_bf16_g1_c8192_v8_local_u2");
+  cr_expect_eq(p.grid, 100000);
+  cr_expect_eq(p.block, 512);
+  cr_expect_eq(p.peer_reads, 0u, "its own shard only");
+  s.group_size = 0;
   s.cols = 65536;
   s.rows = 100000;
   cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
