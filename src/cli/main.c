@@ -4,13 +4,19 @@
 ** write to stdout (disk full, closed descriptor) makes it 1, with a message
 ** on stderr.
 */
+#define _DEFAULT_SOURCE /* sbrk */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#include <sys/mman.h>
+#endif
 
 #include "cli.h"
 
@@ -89,7 +95,35 @@ static int dispatch(int argc, char **argv) {
   return fn ? fn(argc - 1, argv + 1) : unknown(argv[1]);
 }
 
+/* The heap of a process that JIT-compiles, on glibc (docs/perf-notes.md,
+** "Cold JIT: the split per op"): NVRTC mallocs and touches ~20 MB per
+** compile, and on the 2-core CI machines each first touch of a 4 KiB page
+** is a page fault of ~12 us, about 4000 faults (50 ms) in a process's first
+** compile; glibc's trimming hands the memory back after each compile, so
+** every later one faults ~1300 times again. So: big blocks from the heap
+** instead of fresh mmaps, the heap kept after a compile, and its first
+** 64 MiB (reserved now, touched only as used) in transparent huge pages
+** where the kernel gives them on request (THP "madvise"). The settings are
+** the process's, which the command owns; the library never changes them.
+** GLIBC_TUNABLES set by the user means the user tunes malloc: left alone. */
+static void tune_heap_for_jit(void) {
+#ifdef __GLIBC__
+  const size_t pad = (size_t)64 << 20, huge = (size_t)2 << 20;
+  if (getenv("GLIBC_TUNABLES")) return;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, (int)pad);
+  uintptr_t lo = (uintptr_t)sbrk(0);
+  void *volatile grow = malloc(1 << 20); /* volatile: not optimized away */
+  free(grow); /* the heap grew by the pad and keeps it (trim threshold) */
+  uintptr_t hi = (uintptr_t)sbrk(0), start = (lo + huge - 1) & ~(huge - 1);
+  if (lo != (uintptr_t)-1 && hi != (uintptr_t)-1 && hi > start)
+    madvise((void *)start, hi - start, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+}
+
 int main(int argc, char **argv) {
+  tune_heap_for_jit();
   /* A descriptor 0-2 closed by the caller would be handed to the next
   ** open() (a cache file, say) and printf would write into it: park
   ** /dev/null there, and remember that stdout was missing. */
