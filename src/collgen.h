@@ -237,6 +237,17 @@ typedef struct collgen_shape {
 /* Fills a shape with defaults: bf16 allreduce, 2 ranks, 1 element. */
 COLLGEN_API void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
 
+/* The chunk of rows group rank `group_rank` of a group of `group_size`
+** ranks owns when `rows` rows are scattered (the reduce-scatter ops):
+** *count = rows / group_size, plus one for the first rows % group_size
+** ranks; *start = the rows of the ranks before it (chunks are contiguous,
+** in group-rank order). Returns COLLGEN_OK, or COLLGEN_ERR_INVALID_ARG
+** (message in collgen_last_error, outputs untouched) when rows < 0,
+** group_size < 1, group_rank is not in [0, group_size), or an output is
+** NULL. For bindings that size outputs; the runtime applies the same rule. */
+COLLGEN_API int collgen_scatter_chunk(int64_t rows, int group_size, int group_rank,
+                                      int64_t *start, int64_t *count);
+
 /* What the planner chose for a shape. */
 typedef struct collgen_plan {
   char kernel[96];   /* kernel symbol, also names the specialization */
@@ -616,7 +627,7 @@ COLLGEN_API int collgen_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, 
 ** shapes[d][0..rank-1] = [N, ...] (the same within a group; rank >= 1).
 ** Group rank i gets rows [start_i, start_i + count_i) of the sum over the
 ** group into `outputs[d]`, of shape [count_i, ...]: count_i = N/G + (i <
-** N%G), start_i = i*(N/G) + min(i, N%G) (collgen__scatter_chunk); a rank
+** N%G), start_i = i*(N/G) + min(i, N%G) (collgen_scatter_chunk); a rank
 ** past N gets 0 rows. The sum is taken in f32 in group-rank order and
 ** rounded once: the bits of collgen_allreduce_sum for those rows. Computing
 ** dtypes only (a copy-only dtype is COLLGEN_ERR_INVALID_ARG). An output
