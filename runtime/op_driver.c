@@ -46,6 +46,12 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   if (!call->shapes || !call->streams)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes and streams must not be NULL");
+  for (int k = 0; k < op->nroles; ++k) {
+    if (!(rt->optional_roles & (1u << k))) continue;
+    int given = 0; /* an optional role: absent unless some rank's entry is set */
+    for (int r = 0; call->buffers[k] && r < c->ndev; ++r) given |= call->buffers[k][r] != NULL;
+    if (!given) call->unused_roles |= 1u << k;
+  }
   for (int k = 0; k < op->nroles; ++k)
     if (!call->buffers[k] && !(call->unused_roles & (1u << k)))
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,

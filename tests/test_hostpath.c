@@ -1016,7 +1016,8 @@ Test(hostpath, reduce_scatter_sum_points_each_rank_at_its_chunk) {
 /* reduce_scatter_rmsnorm: every rank launches (a group of one too: add and
 ** normalize, no copy); rank r's kernel pulls every rank's x from the first
 ** row of r's chunk (collgen__scatter_chunk), count is r's chunk, residual_in
-** is NULL when the call has none; zero rows launch nothing. */
+** is NULL when the call has none (a NULL array, or only NULL entries);
+** zero rows launch nothing. */
 Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
   setenv("FAKE_CUDA_DEVICES", "3", 1);
   collgen_comm_t *c = make_comm(3);
@@ -1038,11 +1039,16 @@ Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
   static const int groups[] = {0, 1};
   for (size_t k = 0; k < 2; ++k) {
     const int g = groups[k] ? groups[k] : 3;
-    for (int with_res = 0; with_res < 2; ++with_res) {
+    /* residual_in: none (a NULL array), none (every entry NULL), given */
+    void *no_res[3] = {NULL, NULL, NULL};
+    for (int res_form = 0; res_form < 3; ++res_form) {
+      const int with_res = res_form == 2;
       memset(stats, 0, sizeof *stats);
       cr_assert_eq(collgen_reduce_scatter_rmsnorm(
                        c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)x,
-                       with_res ? (const void *const *)res : NULL, normed, res,
+                       with_res ? (const void *const *)res
+                                : res_form ? (const void *const *)no_res : NULL,
+                       normed, res,
                        (const void *const *)gamma, 1e-6f, 1.0f, groups[k], streams),
                    COLLGEN_OK, "group %d: %s", g, collgen_comm_last_error(c));
       cr_expect_eq(stats->launches, 3, "group %d", g);
