@@ -108,14 +108,16 @@ end
 -- op's template renders with a mode.
 local FP8_OPS = { allreduce_residual_rmsnorm = true, reduce_scatter_rmsnorm = true }
 
--- The ops that only move bits, never compute on elements: the only ones
--- that take a copy-only dtype (a catalog dtype without acc_type).
-local BITS_ONLY_OPS = { all_gather = true, broadcast = true }
-
+-- The ops that only move bits, never compute on elements (catalog.ops[op].
+-- computes false, COLLGEN_OP_MAP): the only ones that take a copy-only
+-- dtype (a catalog dtype without acc_type). Named in catalog order, as
+-- the runtime's refusal names them (runtime/op_driver.c).
 local function bits_only_names()
   local t = {}
-  for name in pairs(BITS_ONLY_OPS) do t[#t + 1] = name end
-  table.sort(t)
+  for name, op in pairs(OPS) do
+    if not op.computes then t[#t + 1] = name end
+  end
+  table.sort(t, function(a, b) return OPS[a].value < OPS[b].value end)
   return #t > 0 and table.concat(t, ", ") or "none yet"
 end
 
@@ -123,7 +125,7 @@ local function check_common(s)
   local d = DTYPES[s.dtype]
   if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
   if not OPS[s.op] then fail("unknown op '" .. tostring(s.op) .. "'") end
-  if not d.acc_type and not BITS_ONLY_OPS[s.op] then
+  if not d.acc_type and OPS[s.op].computes then
     fail(string.format("%s computes on elements: %s is a copy-only dtype (only the ops "
                        .. "that move bits take it: %s)", s.op, s.dtype, bits_only_names()))
   end

@@ -150,7 +150,7 @@ int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
 ** runtime/op_<id>.c). */
-#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank) \
+#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank, computes) \
   extern const collgen__op_runtime collgen__rt_##id;
 COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 #undef COLLGEN_RT_DECL

@@ -196,7 +196,7 @@ Test(catalog, binding_catalog_matches_the_header) {
   static const struct row dtype[] = {COLLGEN_DTYPE_MAP(DTYPE_ROW)};
 #define DTYPE_REDUCES_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, (acc) != NULL},
   static const struct row dtype_reduces[] = {COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)};
-#define OP_ROW(NAME, value, id, tpl, min_rank) {#id, value, min_rank},
+#define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
   static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
   static const struct row fp8[] = {COLLGEN_FP8_MAP(FP8_ROW)};

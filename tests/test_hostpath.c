@@ -192,6 +192,50 @@ Test(hostpath, groups_of_one_copy_and_in_place_does_nothing) {
   collgen_comm_destroy(c);
 }
 
+/* A copy-only dtype with an op that computes on elements (COLLGEN_OP_MAP's
+** `computes`): the driver refuses it in the planner's words, on a path that
+** plans nothing too (groups of one copy; zero elements), naming the ops
+** that move bits; nothing is launched or copied. */
+Test(hostpath, copy_only_dtypes_are_refused_in_the_planners_words) {
+  collgen_comm_t *c = make_comm(2);
+  collgen_generator_t *g = NULL;
+  cr_assert_eq(collgen_generator_create(&g, cache_dir), COLLGEN_OK);
+  int64_t shape[1] = {64}, zero[1] = {0};
+  const int64_t *shapes[2] = {shape, shape}, *zshapes[2] = {zero, zero};
+  void *in[2] = {poisoned(512), poisoned(512)}, *out[2] = {poisoned(512), poisoned(512)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  static const collgen_dtype_t copy_only[] = {COLLGEN_DTYPE_I32, COLLGEN_DTYPE_U8};
+  for (int k = 0; k < 2; ++k)
+    for (int group = 1; group <= 2; ++group) {
+      memset(stats, 0, sizeof *stats);
+      cr_assert_eq(collgen_allreduce_sum(c, copy_only[k], 1, group == 1 ? shapes : zshapes,
+                                         (const void *const *)in, out, group, streams),
+                   COLLGEN_ERR_INVALID_ARG);
+      collgen_shape_t s;
+      collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+      s.dtype = copy_only[k];
+      s.group_size = group;
+      collgen_plan_t plan;
+      cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
+      cr_expect_str_eq(collgen_comm_last_error(c), collgen_generator_last_error(g));
+      cr_expect(strstr(collgen_comm_last_error(c),
+                       "(only the ops that move bits take it: all_gather, broadcast)"),
+                "%s", collgen_comm_last_error(c));
+      cr_expect_eq(stats->launches + stats->copies, 0);
+    }
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_U8, 1, shapes, (const void *const *)in, out, 0,
+                                 1, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->copies, 2, "a group of one copies, any dtype");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_generator_destroy(g);
+  collgen_comm_destroy(c);
+}
+
 Test(hostpath, zero_sizes_and_empty_groups_launch_nothing) {
   collgen_comm_t *c = make_comm(2);
   int64_t zero[1] = {0}, rows0[2] = {0, 4096};
