@@ -877,7 +877,7 @@ Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
   cr_expect_eq(stats->wrong_context, 0);
   for (int r = 0; r < 4; ++r) {
     const collgen__kparams *kp = &stats->log[r].params;
-    cr_expect_str_eq(stats->log[r].kernel, "collgen_broadcast_i64_g2_v2");
+    cr_expect_str_eq(stats->log[r].kernel, "collgen_broadcast_b8_g2_v2");
     cr_expect_eq(kp->root, 1u);
     cr_expect_eq(kp->count, 1000ull);
     cr_expect_eq(kp->rank, (unsigned)(r % 2));
@@ -890,8 +890,8 @@ Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
   void *odd[4] = {(char *)out[0] + 8, out[1], out[2], out[3]};
   cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, only_roots, odd, 1, 2, streams),
                COLLGEN_OK, "%s", collgen_comm_last_error(c));
-  cr_expect_str_eq(stats->log[4].kernel, "collgen_broadcast_i64_g2_v1");
-  cr_expect_str_eq(stats->log[6].kernel, "collgen_broadcast_i64_g2_v2", "per group");
+  cr_expect_str_eq(stats->log[4].kernel, "collgen_broadcast_b8_g2_v1");
+  cr_expect_str_eq(stats->log[6].kernel, "collgen_broadcast_b8_g2_v2", "per group");
   /* groups of one: a copy of each rank's own input */
   memset(stats, 0, sizeof *stats);
   cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, (const void *const *)in, out, 0,
@@ -942,7 +942,7 @@ Test(hostpath, all_gather_launches_with_shard_offsets_and_copies_alone) {
     const fake_cuda_launch_t *l = &stats->log[r];
     const int base = r / 2 * 2;
     cr_expect_eq(l->device, r);
-    cr_expect_str_eq(l->kernel, "collgen_all_gather_i16_g2");
+    cr_expect_str_eq(l->kernel, "collgen_all_gather_b2_g2");
     cr_expect_eq(l->params.rank, (unsigned)(r - base));
     cr_expect(l->params.in[0] == in[base] && l->params.in[1] == in[base + 1]);
     cr_expect(l->params.out[r - base] == out[r]);

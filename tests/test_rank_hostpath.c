@@ -160,7 +160,7 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   const collgen__kparams *bp = &stats->log[0].params;
   CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == 1 &&
               stats->copies == (rank == 0 ? 1 : 0) &&
-              strcmp(stats->log[0].kernel, "collgen_broadcast_i32_g2_v4") == 0 &&
+              strcmp(stats->log[0].kernel, "collgen_broadcast_b4_g2_v4") == 0 &&
               bp->in[0] == (const void *)(uintptr_t)c->staging[0] && bp->root == 0 &&
               bp->out[rank] == out && bp->count == 4096,
               "broadcast: %s, %ld launches, %ld copies, %s, in[0] %p", collgen_comm_last_error(c),
@@ -198,7 +198,7 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_U8, 1, gashards, in + 1, out, 0, s);
   const fake_cuda_launch_t *gl = &stats->log[stats->launches - 1];
   CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == launches + 1 &&
-              stats->copies == copies + 1 && strcmp(gl->kernel, "collgen_all_gather_u8_g2") == 0 &&
+              stats->copies == copies + 1 && strcmp(gl->kernel, "collgen_all_gather_b1_g2") == 0 &&
               gl->params.in[0] == (const void *)(uintptr_t)c->staging[0] &&
               gl->params.in[1] == (const void *)(uintptr_t)c->staging[1] &&
               gl->params.out[rank] == out && gl->params.row_start[1] == 100 &&

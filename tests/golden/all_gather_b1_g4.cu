@@ -1,13 +1,14 @@
-// collgen all_gather: collgen_all_gather_u8_g4
-// dtype u8 (1-byte elements, moved as bits), group of 4,
-// 512 threads per block. After a barrier (every shard is ready) each
-// rank pulls every peer's shard into its own output at the shard's byte
-// offset (p.row_start), then a closing barrier (peers are done reading).
-// A shard whose source, destination and size allow moves in 16-byte
-// vectors, else element by element; the choice is made per shard at run
-// time, so one kernel serves aligned and unaligned calls.
+// collgen all_gather: collgen_all_gather_b1_g4
+// b1: 1-byte elements, moved as bits (every dtype of that size
+// shares this kernel), group of 4, 512 threads per block. After a
+// barrier (every shard is ready) each rank pulls every peer's shard into
+// its own output at the shard's byte offset (p.row_start), then a closing
+// barrier (peers are done reading). A shard whose source, destination and
+// size allow moves in 16-byte vectors, else element by element; the choice
+// is made per shard at run time, so one kernel serves aligned and
+// unaligned calls.
 // ---- collgen common device code (templates/common.cuh.tpl) ----
-// Kernel parameters, the element type u8 and its f32 conversions, and
+// Kernel parameters, the element type b1 and its f32 conversions, and
 // 16-byte vector helpers. No CUDA headers are included: conversions use PTX
 // cvt instructions, so NVRTC needs no include path.
 
@@ -413,7 +414,7 @@ __device__ __forceinline__ void copy_shard(const char *src, char *dst, unsigned 
   for (unsigned long long i = tid; i < n; i += threads) d[i] = s[i];
 }
 
-extern "C" __global__ void __launch_bounds__(512, 1) collgen_all_gather_u8_g4(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(512, 1) collgen_all_gather_b1_g4(const collgen_kparams p) {
   barrier_prologue();
   if (!group_barrier(p)) return;  // every shard is ready to be read
   char *out = (char *)p.out[p.rank];

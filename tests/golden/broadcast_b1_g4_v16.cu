@@ -1,11 +1,12 @@
-// collgen broadcast: collgen_broadcast_u8_g4_v16
-// dtype u8 (1-byte elements), group of 4, 16 element(s)
-// per access, 512 threads per block. The root (p.root, a group rank)
-// sends its input; every other rank pulls it over the link into its own
-// output, and the root copies its input into its output unless they are
-// the same buffer. Bits are moved, never interpreted.
+// collgen broadcast: collgen_broadcast_b1_g4_v16
+// b1: 1-byte elements (every dtype of that size shares this
+// kernel), group of 4, 16 element(s) per access, 512 threads
+// per block. The root (p.root, a group rank) sends its input; every other
+// rank pulls it over the link into its own output, and the root copies its
+// input into its output unless they are the same buffer. Bits are moved,
+// never interpreted.
 // ---- collgen common device code (templates/common.cuh.tpl) ----
-// Kernel parameters, the element type u8 and its f32 conversions, and
+// Kernel parameters, the element type b1 and its f32 conversions, and
 // 16-byte vector helpers. No CUDA headers are included: conversions use PTX
 // cvt instructions, so NVRTC needs no include path.
 
@@ -402,7 +403,7 @@ __device__ __forceinline__ void copy_elems(void *dst, const void *src, unsigned 
     ((elem_t *)dst)[i] = ((const elem_t *)src)[i];
 }
 
-extern "C" __global__ void __launch_bounds__(512) collgen_broadcast_u8_g4_v16(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(512) collgen_broadcast_b1_g4_v16(const collgen_kparams p) {
   barrier_prologue();
   if (!group_barrier(p)) return;  // the root's input is ready
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
