@@ -73,6 +73,10 @@ static void push_ops(lua_State *L, collgen__sha256_ctx *h) {
     put_str(L, h, "name", d->name);
     put_str(L, h, "template", d->template_file);
     put_int(L, h, "min_rank", d->min_rank);
+    put_int(L, h, "value", d->op);
+    lua_pushboolean(L, d->computes);
+    lua_setfield(L, -2, "computes");
+    collgen__sha256_field(h, "computes", d->computes ? "1" : "0", 1);
     push_roles(L, h, d);
     lua_setfield(L, -2, d->name);
   }

@@ -37,7 +37,7 @@ function M.variants(class) return planner.variants(class) end
 
 -- The template variables of a spec (a fresh table per render).
 local function vars_of(spec)
-  local d = catalog.dtypes[spec.dtype]
+  local d = planner.element_type(spec.dtype)  -- a catalog dtype or a size class ("b2")
   if not d then error("planner: unknown dtype '" .. tostring(spec.dtype) .. "'", 0) end
   return {
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,

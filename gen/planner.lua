@@ -111,22 +111,54 @@ end
 -- op's template renders with a mode.
 local FP8_OPS = { allreduce_residual_rmsnorm = true, reduce_scatter_rmsnorm = true }
 
--- The ops that only move bits, never compute on elements: the only ones
--- that take a copy-only dtype (a catalog dtype without acc_type).
-local BITS_ONLY_OPS = { all_gather = true, broadcast = true }
-
+-- The ops that only move bits, never compute on elements (catalog.ops[op].
+-- computes false, COLLGEN_OP_MAP): the only ones that take a copy-only
+-- dtype (a catalog dtype without acc_type). Named in catalog order, as
+-- the runtime's refusal names them (runtime/op_driver.c).
 local function bits_only_names()
   local t = {}
-  for name in pairs(BITS_ONLY_OPS) do t[#t + 1] = name end
-  table.sort(t)
+  for name, op in pairs(OPS) do
+    if not op.computes then t[#t + 1] = name end
+  end
+  table.sort(t, function(a, b) return OPS[a].value < OPS[b].value end)
   return #t > 0 and table.concat(t, ", ") or "none yet"
+end
+
+-- The ops that only move bits plan by element size, not by dtype: their
+-- spec's dtype is the size class "b<bytes>", an unsigned type of that many
+-- bytes, so one kernel (one cubin, one cache entry) serves every dtype of
+-- a size: bf16, f16 and i16 share "b2". Every byte size of the catalog's
+-- dtypes has a class here (checked when the generator starts).
+M.SIZE_CLASSES = {
+  b1 = { bytes = 1, ctype = "unsigned char" },
+  b2 = { bytes = 2, ctype = "unsigned short" },
+  b4 = { bytes = 4, ctype = "unsigned int" },
+  b8 = { bytes = 8, ctype = "unsigned long long" },
+}
+for name, d in pairs(DTYPES) do
+  if not M.SIZE_CLASSES["b" .. d.bytes] then
+    error(string.format("planner: no size class for %s's %d-byte elements", name, d.bytes), 0)
+  end
+end
+
+-- The dtype a spec of shape s names: the call's, or its size class for an
+-- op that only moves bits.
+local function spec_dtype(s)
+  if OPS[s.op].computes then return s.dtype end
+  return "b" .. DTYPES[s.dtype].bytes
+end
+
+-- The element type a spec's dtype names (a catalog dtype or a size
+-- class): { bytes, ctype, acc_type (nil: moved as bits) }, or nil.
+function M.element_type(name)
+  return DTYPES[name] or M.SIZE_CLASSES[name]
 end
 
 local function check_common(s)
   local d = DTYPES[s.dtype]
   if not d then fail("unknown dtype '" .. tostring(s.dtype) .. "'") end
   if not OPS[s.op] then fail("unknown op '" .. tostring(s.op) .. "'") end
-  if not d.acc_type and not BITS_ONLY_OPS[s.op] then
+  if not d.acc_type and OPS[s.op].computes then
     fail(string.format("%s computes on elements: %s is a copy-only dtype (only the ops "
                        .. "that move bits take it: %s)", s.op, s.dtype, bits_only_names()))
   end
@@ -358,38 +390,39 @@ end
 -- into its own output (16-byte vectors when every pointer is aligned, a
 -- scalar tail), the root copies input to output unless in place; a
 -- closing barrier keeps the root's input until the peers are done. One
--- kernel per group size and vector width; a group of one is a copy.
+-- kernel per element size, group size and vector width; a group of one is
+-- a copy.
 local function plan_broadcast(s)
-  local esize = DTYPES[s.dtype].bytes
+  local esize, bits = DTYPES[s.dtype].bytes, spec_dtype(s)
   local g = s.group_size
   if s.elems < 0 then fail("elems must be >= 0") end
   local vec = s.aligned16 and (16 // esize) or 1
   local copy = g == 1 and { from = "input", to = "output" } or nil
   local block = 512
   return {
-    op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = vec,
+    op = s.op, dtype = bits, group = g, algo = "pull", vec = vec,
     block = block, grid = clamp(ceil_div(ceil_div(s.elems, vec), block), 1, grid_cap(s)),
     cols = 0, items = 0, fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
-    kernel = string.format("collgen_broadcast_%s_g%d_v%d", s.dtype, g, vec),
+    kernel = string.format("collgen_broadcast_%s_g%d_v%d", bits, g, vec),
     peer_reads = copy and {} or { "input" }, peer_writes = {}, copy = copy,
   }
 end
 
--- all-gather; s.elems are the gathered elements. One kernel per dtype and
--- group: after a barrier each rank pulls every peer's shard into its output
+-- all-gather; s.elems are the gathered elements. One kernel per element
+-- size (spec_dtype) and group: after a barrier each rank pulls every peer's shard into its output
 -- (16-byte vectors where a shard's pointers and offset allow, chosen per
 -- shard at run time, else elements), skipping its own shard in place; a
 -- closing barrier. A group of one is a copy (nothing in place).
 local function plan_all_gather(s)
-  local g, esize = s.group_size, DTYPES[s.dtype].bytes
+  local g, esize, bits = s.group_size, DTYPES[s.dtype].bytes, spec_dtype(s)
   if s.elems < 0 then fail("elems must be >= 0") end
   local block = 512
   local grid = clamp(ceil_div(ceil_div(s.elems * esize, 16), block), 1, grid_cap(s))
   return {
-    op = s.op, dtype = s.dtype, group = g, algo = "pull", vec = 16 // esize,
+    op = s.op, dtype = bits, group = g, algo = "pull", vec = 16 // esize,
     block = block, grid = grid, cols = 0, items = 0, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
-    kernel = string.format("collgen_all_gather_%s_g%d", s.dtype, g),
+    kernel = string.format("collgen_all_gather_%s_g%d", bits, g),
     peer_reads = g == 1 and {} or { "input" }, peer_writes = {},
     copy = g == 1 and { from = "input", to = "output" } or nil,
   }

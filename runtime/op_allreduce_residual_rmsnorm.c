@@ -10,7 +10,6 @@
 ** written. A group of one rank still runs its kernel (add and normalize).
 ** Arguments: collgen__norm_fp8_args (op_runtime.h).
 */
-#include <math.h>
 #include <stdint.h>
 
 #include "dtype_convert.h"
@@ -18,56 +17,6 @@
 #include "shape.h"
 
 enum { COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(COLLGEN_ROLE_ENUM) };
-
-/* The FP8 ops' shared parts (op_runtime.h): the roles a call leaves out
-** and the argument checks. reduce_scatter_rmsnorm has the same roles. */
-unsigned collgen__norm_fp8_unused_roles(int fp8_entry, collgen_fp8_mode_t mode) {
-  if (!fp8_entry) return 1u << ROLE_normed_fp8 | 1u << ROLE_row_scales;
-  if (mode == COLLGEN_FP8_DYNAMIC) return 1u << ROLE_normed;
-  return 1u << ROLE_normed | 1u << ROLE_row_scales;
-}
-
-int collgen__check_norm_fp8_args(collgen_comm_t *c, const collgen__call *call) {
-  const collgen__norm_fp8_args *a = call->args;
-  const char *op = collgen__op_find(call->op)->name;
-  int rc = collgen__check_norm_scalars(c, call);
-  const int plain_entry = (call->unused_roles & (1u << ROLE_normed_fp8)) != 0;
-  if (rc != COLLGEN_OK || plain_entry) return rc;
-  if (a->fp8 != COLLGEN_FP8_DYNAMIC && a->fp8 != COLLGEN_FP8_STATIC)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "FP8 mode %d: must be COLLGEN_FP8_DYNAMIC or COLLGEN_FP8_STATIC "
-                         "(collgen_%s writes normed in the dtype)",
-                         (int)a->fp8, op);
-  if (a->fp8 == COLLGEN_FP8_DYNAMIC && a->static_scale != 0.0f)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "static_scale must be 0 with COLLGEN_FP8_DYNAMIC (got %g): the "
-                         "kernel computes a scale per row", (double)a->static_scale);
-  if (a->fp8 == COLLGEN_FP8_STATIC &&
-      (!(a->static_scale > 0.0f) || !isfinite(a->static_scale)))
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "static_scale must be finite and > 0 with COLLGEN_FP8_STATIC, got %g",
-                         (double)a->static_scale);
-  if (a->fp8 == COLLGEN_FP8_STATIC && call->buffers[ROLE_row_scales])
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "row_scales must be NULL with COLLGEN_FP8_STATIC (no scales are "
-                         "written)");
-  return collgen__check_fp8_arch(c, a->fp8);
-}
-
-int collgen__check_fp8_arch(collgen_comm_t *c, collgen_fp8_mode_t fp8) {
-  const collgen__fp8_desc *mode = collgen__fp8_find(fp8);
-  if (!mode)
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG, "unknown FP8 mode %d",
-                         (int)fp8);
-  for (int r = 0; r < c->ndev; ++r) {
-    const collgen__arch_desc *a = collgen__arch_find(c->arch[r]);
-    if (!a || a->sm < mode->min_sm)
-      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
-                           "FP8 output (%s) needs sm_%d or newer: rank %d (device %d) is %s",
-                           mode->name, mode->min_sm, r, c->devices[r], c->arch[r]);
-  }
-  return COLLGEN_OK;
-}
 
 /* Every rank of a group holds the same [rows, cols] shape (leading dims
 ** flattened into rows). */
@@ -150,21 +99,18 @@ const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .nccl_exchange = nccl_exchange,
 };
 
+/* The public entry points (op_norm_fp8.c builds their calls). The
+** per-rank ones cut a call larger than half the staging area into row
+** ranges: rows are independent. */
 int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                                        const int64_t *const *shapes, const void *const *x,
                                        const void *const *residual_in, void *const *out_normed,
                                        void *const *residual_out, const void *const *gammas,
                                        float eps, float weight_offset, int group_size,
                                        const collgen_stream_t *streams) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes,
-      .buffers = {x, residual_in, (const void *const *)out_normed,
-                  (const void *const *)residual_out, gammas},
-      .unused_roles = collgen__norm_fp8_unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
-      .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
+  return collgen__norm_fp8_call(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, dtype, rank, shapes, x,
+                                residual_in, out_normed, residual_out, gammas, eps,
+                                weight_offset, group_size, streams);
 }
 
 int collgen_allreduce_residual_rmsnorm_fp8(
@@ -173,41 +119,10 @@ int collgen_allreduce_residual_rmsnorm_fp8(
     float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes,
-      .buffers = {[ROLE_x] = x, [ROLE_residual_in] = residual_in,
-                  [ROLE_residual_out] = (const void *const *)residual_out,
-                  [ROLE_gamma] = gammas, [ROLE_normed_fp8] = (const void *const *)normed_fp8,
-                  [ROLE_row_scales] = (const void *const *)row_scales},
-      .unused_roles = collgen__norm_fp8_unused_roles(1, mode), .args = &args,
-      .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
-}
-
-/* The per-rank entry points: this rank's buffers by role. Calls larger
-** than a staging region run as consecutive row ranges (rows are
-** independent); every rank cuts the same ranges. The driver checks
-** everything else, and reports a bad shape. */
-static int rank_call(collgen_comm_t *c, collgen__call *call, const int64_t *shape,
-                     const void *const *mine, collgen_stream_t stream) {
-  int64_t elems = 0;
-  const int rank = call->tensor_rank, esize = collgen__dtype_bytes(call->dtype);
-  if (!c || c->self < 0 || !shape || rank < 2 || rank > 8 || esize == 0 ||
-      collgen__shape_product(shape, 0, rank, &elems) != 0 ||
-      (uint64_t)elems * (uint64_t)esize <= c->staging_bytes / 2)
-    return collgen__rank_run(c, call, shape, mine, stream, NULL);
-  const int64_t cols = shape[rank - 1], row_bytes = cols * esize;
-  int rc = collgen__stage_fits(c, "one row", (size_t)row_bytes);
-  if (rc != COLLGEN_OK) return rc;
-  const collgen__rank_pieces pieces = {
-      .units = elems / cols, .piece = (int64_t)(c->staging_bytes / 2) / row_bytes, .inner = cols,
-      .peer_role = ROLE_x,
-      .stride = {[ROLE_x] = row_bytes, [ROLE_residual_in] = row_bytes,
-                 [ROLE_normed] = row_bytes, [ROLE_residual_out] = row_bytes, [ROLE_gamma] = 0,
-                 [ROLE_normed_fp8] = cols, [ROLE_row_scales] = (int64_t)sizeof(float)}};
-  return collgen__rank_run(c, call, shape, mine, stream, &pieces);
+  return collgen__norm_fp8_call_fp8(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, dtype, rank,
+                                    shapes, x, residual_in, normed_fp8, row_scales,
+                                    residual_out, gammas, eps, weight_offset, mode,
+                                    static_scale, group_size, streams);
 }
 
 int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
@@ -216,15 +131,9 @@ int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t d
                                             void *residual_out, const void *gamma, float eps,
                                             float weight_offset, int group_size,
                                             collgen_stream_t stream) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = collgen__norm_fp8_unused_roles(0, COLLGEN_FP8_NONE), .args = &args,
-      .group_size = group_size};
-  const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_normed] = out_normed,
-      [ROLE_residual_out] = residual_out, [ROLE_gamma] = gamma};
-  return rank_call(c, &call, shape, mine, stream);
+  return collgen__norm_fp8_rank_call(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, 1, dtype, rank,
+                                     shape, x, residual_in, out_normed, residual_out, gamma,
+                                     eps, weight_offset, group_size, stream);
 }
 
 int collgen_rank_allreduce_residual_rmsnorm_fp8(
@@ -232,12 +141,8 @@ int collgen_rank_allreduce_residual_rmsnorm_fp8(
     const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
     const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
     float static_scale, int group_size, collgen_stream_t stream) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = collgen__norm_fp8_unused_roles(1, mode), .args = &args, .group_size = group_size};
-  const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_residual_out] = residual_out,
-      [ROLE_gamma] = gamma, [ROLE_normed_fp8] = normed_fp8, [ROLE_row_scales] = row_scales};
-  return rank_call(c, &call, shape, mine, stream);
+  return collgen__norm_fp8_rank_call_fp8(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, 1, dtype,
+                                         rank, shape, x, residual_in, normed_fp8, row_scales,
+                                         residual_out, gamma, eps, weight_offset, mode,
+                                         static_scale, group_size, stream);
 }

@@ -23,7 +23,7 @@ typedef struct {
 } launch_set;
 
 static const collgen__op_runtime *const runtimes[] = {
-#define RT_ENTRY(NAME, value, id, tpl, min_rank) [value] = &collgen__rt_##id,
+#define RT_ENTRY(NAME, value, id, tpl, min_rank, computes) [value] = &collgen__rt_##id,
     COLLGEN_OP_MAP(RT_ENTRY)
 #undef RT_ENTRY
 };
@@ -46,6 +46,12 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   if (!call->shapes || !call->streams)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes and streams must not be NULL");
+  for (int k = 0; k < op->nroles; ++k) {
+    if (!(rt->optional_roles & (1u << k))) continue;
+    int given = 0; /* an optional role: absent unless some rank's entry is set */
+    for (int r = 0; call->buffers[k] && r < c->ndev; ++r) given |= call->buffers[k][r] != NULL;
+    if (!given) call->unused_roles |= 1u << k;
+  }
   for (int k = 0; k < op->nroles; ++k)
     if (!call->buffers[k] && !(call->unused_roles & (1u << k)))
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
@@ -64,20 +70,21 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
                          "group_size %d does not divide the %d ranks", call->group_size,
                          c->ndev);
   call->group_size = gs;
-  if (!collgen__dtype_reduces(call->dtype)) {
-    /* Which ops take a copy-only dtype is the planner's rule (gen/planner.lua,
-    ** BITS_ONLY_OPS): ask it here, for the paths that plan nothing (a group
-    ** of one's copy, NCCL, an empty tensor). A zero-size call of an op that
-    ** moves bits plans. */
-    collgen_shape_t probe;
-    collgen_plan_t plan;
-    collgen__common_shape(c, call, &probe);
-    int r = 0;
-    while (r < c->ndev - 1 && !collgen__comm_is_local(c, r)) ++r;
-    memcpy(probe.arch, c->arch[r], sizeof probe.arch);
-    int rc = collgen_plan(c->gen, &probe, &plan);
-    if (rc != COLLGEN_OK)
-      return collgen__fail(c->err, sizeof c->err, rc, "%s", collgen_generator_last_error(c->gen));
+  if (op->computes && !collgen__dtype_reduces(call->dtype)) {
+    /* The planner's refusal (gen/planner.lua check_common), word for word
+    ** as collgen_plan gives it (test_hostpath checks that the two agree),
+    ** made here for the paths that plan nothing too (a group of one's
+    ** copy, NCCL, an empty tensor). */
+    char names[256] = "";
+    for (int i = 0, n = 0; i < collgen__op_count() && n < (int)sizeof names; ++i)
+      if (!collgen__op_at(i)->computes)
+        n += snprintf(names + n, sizeof names - (size_t)n, "%s%s", n ? ", " : "",
+                      collgen__op_at(i)->name);
+    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
+                         "planner: %s computes on elements: %s is a copy-only dtype (only "
+                         "the ops that move bits take it: %s)",
+                         op->name, collgen__dtype_find(call->dtype)->name,
+                         names[0] ? names : "none yet");
   }
   for (int a = 0; a < c->ndev; ++a)
     for (int b = 0; b < c->ndev; ++b)

@@ -125,6 +125,7 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
 const collgen__op_runtime collgen__rt_reduce_scatter_rmsnorm = {
     .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM,
     .same_buffer_ok = {{ROLE_residual_in, ROLE_residual_out}, {-1, -1}},
+    .optional_roles = 1u << ROLE_residual_in,
     .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
     .check_scalars = collgen__check_norm_fp8_args,
     .measure_group = measure_group,
@@ -133,31 +134,19 @@ const collgen__op_runtime collgen__rt_reduce_scatter_rmsnorm = {
     .nccl_exchange = nccl_exchange,
 };
 
-/* The roles a call leaves out: the FP8 entry's (collgen__norm_fp8_unused_roles)
-** and residual_in when its array is NULL or every entry is. */
-static unsigned unused_roles(collgen_comm_t *c, int fp8_entry, collgen_fp8_mode_t mode,
-                             const void *const *residual_in) {
-  int given = 0;
-  for (int r = 0; residual_in && c && r < c->ndev; ++r) given |= residual_in[r] != NULL;
-  return collgen__norm_fp8_unused_roles(fp8_entry, mode) |
-         (given ? 0u : 1u << ROLE_residual_in);
-}
-
+/* The public entry points (op_norm_fp8.c builds their calls). The
+** per-rank ones are never cut: x must fit half the staging area (the
+** staging plan refuses it, naming staging_bytes), since a cut into row
+** ranges would change every rank's chunk. */
 int collgen_reduce_scatter_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                                    const int64_t *const *shapes, const void *const *x,
                                    const void *const *residual_in, void *const *out_normed,
                                    void *const *residual_out, const void *const *gammas,
                                    float eps, float weight_offset, int group_size,
                                    const collgen_stream_t *streams) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
-  collgen__call call = {
-      .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes,
-      .buffers = {x, residual_in, (const void *const *)out_normed,
-                  (const void *const *)residual_out, gammas},
-      .unused_roles = unused_roles(c, 0, COLLGEN_FP8_NONE, residual_in), .args = &args,
-      .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
+  return collgen__norm_fp8_call(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, dtype, rank, shapes, x,
+                                residual_in, out_normed, residual_out, gammas, eps,
+                                weight_offset, group_size, streams);
 }
 
 int collgen_reduce_scatter_rmsnorm_fp8(
@@ -166,38 +155,21 @@ int collgen_reduce_scatter_rmsnorm_fp8(
     float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
-  collgen__call call = {
-      .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes,
-      .buffers = {[ROLE_x] = x, [ROLE_residual_in] = residual_in,
-                  [ROLE_residual_out] = (const void *const *)residual_out,
-                  [ROLE_gamma] = gammas, [ROLE_normed_fp8] = (const void *const *)normed_fp8,
-                  [ROLE_row_scales] = (const void *const *)row_scales},
-      .unused_roles = unused_roles(c, 1, mode, residual_in), .args = &args,
-      .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
+  return collgen__norm_fp8_call_fp8(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, dtype, rank, shapes,
+                                    x, residual_in, normed_fp8, row_scales, residual_out,
+                                    gammas, eps, weight_offset, mode, static_scale, group_size,
+                                    streams);
 }
 
-/* The per-rank entry points: this rank's buffers by role; x must fit half
-** the staging area (the staging plan refuses it, naming staging_bytes):
-** a cut into row ranges would change every rank's chunk. */
 int collgen_rank_reduce_scatter_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
                                         const int64_t *shape, const void *x,
                                         const void *residual_in, void *out_normed,
                                         void *residual_out, const void *gamma, float eps,
                                         float weight_offset, int group_size,
                                         collgen_stream_t stream) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, COLLGEN_FP8_NONE, 0.0f};
-  collgen__call call = {
-      .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = collgen__norm_fp8_unused_roles(0, COLLGEN_FP8_NONE) |
-                      (residual_in ? 0u : 1u << ROLE_residual_in),
-      .args = &args, .group_size = group_size};
-  const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_normed] = out_normed,
-      [ROLE_residual_out] = residual_out, [ROLE_gamma] = gamma};
-  return collgen__rank_run(c, &call, shape, mine, stream, NULL);
+  return collgen__norm_fp8_rank_call(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, 0, dtype, rank,
+                                     shape, x, residual_in, out_normed, residual_out, gamma,
+                                     eps, weight_offset, group_size, stream);
 }
 
 int collgen_rank_reduce_scatter_rmsnorm_fp8(
@@ -205,14 +177,8 @@ int collgen_rank_reduce_scatter_rmsnorm_fp8(
     const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
     const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
     float static_scale, int group_size, collgen_stream_t stream) {
-  const collgen__norm_fp8_args args = {{eps, weight_offset}, mode, static_scale};
-  collgen__call call = {
-      .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .unused_roles = collgen__norm_fp8_unused_roles(1, mode) |
-                      (residual_in ? 0u : 1u << ROLE_residual_in),
-      .args = &args, .group_size = group_size};
-  const void *mine[COLLGEN_MAX_ROLES] = {
-      [ROLE_x] = x, [ROLE_residual_in] = residual_in, [ROLE_residual_out] = residual_out,
-      [ROLE_gamma] = gamma, [ROLE_normed_fp8] = normed_fp8, [ROLE_row_scales] = row_scales};
-  return collgen__rank_run(c, &call, shape, mine, stream, NULL);
+  return collgen__norm_fp8_rank_call_fp8(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, 0, dtype, rank,
+                                         shape, x, residual_in, normed_fp8, row_scales,
+                                         residual_out, gamma, eps, weight_offset, mode,
+                                         static_scale, group_size, stream);
 }

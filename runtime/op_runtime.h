@@ -64,6 +64,10 @@ typedef struct {
   ** overlap between a rank's buffers, where one of them is written, is
   ** refused. Terminated by {-1, -1}. */
   int same_buffer_ok[4][2];
+  /* Roles a call may leave out (bit k: role k): the driver counts one as
+  ** unused (call->unused_roles) when its array is NULL or every rank's
+  ** entry is (one process per GPU: this rank's). */
+  unsigned optional_roles;
   /* One process per GPU (op_staging.c): 1 when a buffer that is not
   ** 16-byte aligned goes through staging (the planner saw aligned
   ** buffers), 0 when such a call is refused with COLLGEN_ERR_ALIGNMENT. */
@@ -146,7 +150,7 @@ int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
 ** runtime/op_<id>.c). */
-#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank) \
+#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank, computes) \
   extern const collgen__op_runtime collgen__rt_##id;
 COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 #undef COLLGEN_RT_DECL
@@ -188,6 +192,37 @@ typedef struct {
 ** entry point, fp8_entry 0), or normed in the dtype and, unless `mode` is
 ** dynamic, row_scales (the _fp8 entry point, whatever mode it was given). */
 unsigned collgen__norm_fp8_unused_roles(int fp8_entry, collgen_fp8_mode_t mode);
+
+/* The public entry points of those ops (op_norm_fp8.c), for op `op`: the
+** arguments of collgen_allreduce_residual_rmsnorm(_fp8) and of
+** collgen_rank_allreduce_residual_rmsnorm(_fp8), which each op's public
+** functions pass on. cut_rows (the per-rank forms): 1 when a call larger
+** than half the staging area may run as consecutive row ranges (the op's
+** rows are independent), 0 when it must fit half the staging area. */
+int collgen__norm_fp8_call(collgen_comm_t *c, collgen_op_t op, collgen_dtype_t dtype, int rank,
+                           const int64_t *const *shapes, const void *const *x,
+                           const void *const *residual_in, void *const *out_normed,
+                           void *const *residual_out, const void *const *gammas, float eps,
+                           float weight_offset, int group_size, const collgen_stream_t *streams);
+int collgen__norm_fp8_call_fp8(collgen_comm_t *c, collgen_op_t op, collgen_dtype_t dtype,
+                               int rank, const int64_t *const *shapes, const void *const *x,
+                               const void *const *residual_in, void *const *normed_fp8,
+                               float *const *row_scales, void *const *residual_out,
+                               const void *const *gammas, float eps, float weight_offset,
+                               collgen_fp8_mode_t mode, float static_scale, int group_size,
+                               const collgen_stream_t *streams);
+int collgen__norm_fp8_rank_call(collgen_comm_t *c, collgen_op_t op, int cut_rows,
+                                collgen_dtype_t dtype, int rank, const int64_t *shape,
+                                const void *x, const void *residual_in, void *out_normed,
+                                void *residual_out, const void *gamma, float eps,
+                                float weight_offset, int group_size, collgen_stream_t stream);
+int collgen__norm_fp8_rank_call_fp8(collgen_comm_t *c, collgen_op_t op, int cut_rows,
+                                    collgen_dtype_t dtype, int rank, const int64_t *shape,
+                                    const void *x, const void *residual_in, void *normed_fp8,
+                                    float *row_scales, void *residual_out, const void *gamma,
+                                    float eps, float weight_offset, collgen_fp8_mode_t mode,
+                                    float static_scale, int group_size,
+                                    collgen_stream_t stream);
 
 /* check_scalars of those ops (call->args a collgen__norm_fp8_args):
 ** collgen__check_norm_scalars; for the _fp8 entry points also the mode,

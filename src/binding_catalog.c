@@ -27,7 +27,7 @@ static const entry status_entries[] = {
 };
 
 static const entry op_entries[] = {
-#define OP_ROW(NAME, value, id, tpl, min_rank) {#id, value, min_rank},
+#define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
     COLLGEN_OP_MAP(OP_ROW)
 #undef OP_ROW
 };

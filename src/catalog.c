@@ -13,7 +13,7 @@ static const collgen__dtype_desc dtypes[] = {
 };
 
 #define ROLE_ENTRY(id, label, is_output, elem_bytes) {#id, label, is_output, elem_bytes},
-#define ROLE_TABLE(NAME, value, id, tpl, min_rank)                               \
+#define ROLE_TABLE(NAME, value, id, tpl, min_rank, computes)                               \
   static const collgen__role_desc roles_##id[] = {COLLGEN_ROLES_##NAME(ROLE_ENTRY)}; \
   _Static_assert(sizeof roles_##id / sizeof roles_##id[0] <= COLLGEN_MAX_ROLES,    \
                  #id " has more than COLLGEN_MAX_ROLES roles");
@@ -22,9 +22,9 @@ COLLGEN_OP_MAP(ROLE_TABLE)
 #undef ROLE_ENTRY
 
 static const collgen__op_desc ops[] = {
-#define OP_ENTRY(NAME, value, id, tpl, min_rank)                                  \
-  {COLLGEN_OP_##NAME, #id, tpl, min_rank, (int)(sizeof roles_##id / sizeof roles_##id[0]), \
-   roles_##id},
+#define OP_ENTRY(NAME, value, id, tpl, min_rank, computes)                                  \
+  {COLLGEN_OP_##NAME, #id, tpl, min_rank, computes,                                \
+   (int)(sizeof roles_##id / sizeof roles_##id[0]), roles_##id},
     COLLGEN_OP_MAP(OP_ENTRY)
 #undef OP_ENTRY
 };

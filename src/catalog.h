@@ -77,6 +77,8 @@ typedef struct {
   const char *name;      /* "allreduce_sum" */
   const char *template_file;
   int min_rank;          /* smallest tensor rank the op accepts */
+  int computes;          /* 1: computes on elements (refuses copy-only dtypes);
+                            0: only moves bits (takes every dtype) */
   int nroles;
   const collgen__role_desc *roles; /* roles[0 .. nroles-1] */
 } collgen__op_desc;

@@ -118,27 +118,29 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
 /* ---- Shapes and plans ------------------------------------------------- */
 
 /* The operations, described once:
-** XX(NAME, value, id, template, minimum tensor rank).
+** XX(NAME, value, id, template, minimum tensor rank, computes).
 ** `id` is the name the CLI, the planner and the kernels use; `template` is
-** the kernel family's file in templates/. Each op's buffer roles are
+** the kernel family's file in templates/; `computes` is 1 for an op that
+** computes on elements (it refuses a copy-only dtype) and 0 for one that
+** only moves bits (it takes every dtype). Each op's buffer roles are
 ** COLLGEN_ROLES_<NAME> in src/catalog.h; what a plan of the op needs from
 ** the runtime (which roles peers read or write, whether a group is a copy)
 ** the planner says per plan (collgen_plan_t).
 ** The generator, the runtime and the docs read this list (docs/architecture.md
 ** says what to touch to add one). */
 #define COLLGEN_OP_MAP(XX)                                                     \
-  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1)                   \
-  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2)   \
+  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1, 1)                \
+  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2, 1) \
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
-     "allreduce_residual_rmsnorm.cu.tpl", 2)                                   \
-  XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1)                        \
-  XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1) \
-  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1)                           \
+     "allreduce_residual_rmsnorm.cu.tpl", 2, 1)                                \
+  XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1, 0)                     \
+  XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1, 1) \
+  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1, 0)                        \
   XX(REDUCE_SCATTER_RMSNORM, 6, reduce_scatter_rmsnorm,                        \
-     "reduce_scatter_rmsnorm.cu.tpl", 2)
+     "reduce_scatter_rmsnorm.cu.tpl", 2, 1)
 
 typedef enum {
-#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank) COLLGEN_OP_##NAME = value,
+#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank, computes) COLLGEN_OP_##NAME = value,
   COLLGEN_OP_MAP(COLLGEN_OP_ENUM_ENTRY)
 #undef COLLGEN_OP_ENUM_ENTRY
 } collgen_op_t;
@@ -236,6 +238,17 @@ typedef struct collgen_shape {
 
 /* Fills a shape with defaults: bf16 allreduce, 2 ranks, 1 element. */
 COLLGEN_API void collgen_shape_init(collgen_shape_t *shape, collgen_op_t op);
+
+/* The chunk of rows group rank `group_rank` of a group of `group_size`
+** ranks owns when `rows` rows are scattered (the reduce-scatter ops):
+** *count = rows / group_size, plus one for the first rows % group_size
+** ranks; *start = the rows of the ranks before it (chunks are contiguous,
+** in group-rank order). Returns COLLGEN_OK, or COLLGEN_ERR_INVALID_ARG
+** (message in collgen_last_error, outputs untouched) when rows < 0,
+** group_size < 1, group_rank is not in [0, group_size), or an output is
+** NULL. For bindings that size outputs; the runtime applies the same rule. */
+COLLGEN_API int collgen_scatter_chunk(int64_t rows, int group_size, int group_rank,
+                                      int64_t *start, int64_t *count);
 
 /* What the planner chose for a shape. */
 typedef struct collgen_plan {
@@ -616,7 +629,7 @@ COLLGEN_API int collgen_all_gather(collgen_comm_t *comm, collgen_dtype_t dtype, 
 ** shapes[d][0..rank-1] = [N, ...] (the same within a group; rank >= 1).
 ** Group rank i gets rows [start_i, start_i + count_i) of the sum over the
 ** group into `outputs[d]`, of shape [count_i, ...]: count_i = N/G + (i <
-** N%G), start_i = i*(N/G) + min(i, N%G) (collgen__scatter_chunk); a rank
+** N%G), start_i = i*(N/G) + min(i, N%G) (collgen_scatter_chunk); a rank
 ** past N gets 0 rows. The sum is taken in f32 in group-rank order and
 ** rounded once: the bits of collgen_allreduce_sum for those rows. Computing
 ** dtypes only (a copy-only dtype is COLLGEN_ERR_INVALID_ARG). An output

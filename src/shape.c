@@ -1,6 +1,6 @@
 /*
-** shape.c -- call shapes as the planner sees them: defaults and checked
-** element counts.
+** shape.c -- call shapes as the planner sees them: defaults, checked
+** element counts, and the scatter rule of the reduce-scatter ops.
 */
 #include <stdio.h>
 #include <string.h>
@@ -45,4 +45,25 @@ void collgen__scatter_chunk(int64_t n, int g, int i, int64_t *start, int64_t *co
   const int64_t each = n / g, extra = n % g;
   *count = each + (i < extra ? 1 : 0);
   *start = (int64_t)i * each + (i < extra ? i : extra);
+}
+
+int collgen_scatter_chunk(int64_t rows, int group_size, int group_rank, int64_t *start,
+                          int64_t *count) {
+  if (!start || !count)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG, "collgen_scatter_chunk: %s is NULL",
+                             start ? "count" : "start");
+  if (rows < 0)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG,
+                             "collgen_scatter_chunk: rows is %lld, must be >= 0",
+                             (long long)rows);
+  if (group_size < 1)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG,
+                             "collgen_scatter_chunk: group_size is %d, must be >= 1",
+                             group_size);
+  if (group_rank < 0 || group_rank >= group_size)
+    return collgen__fail_tls(COLLGEN_ERR_INVALID_ARG,
+                             "collgen_scatter_chunk: group_rank %d is not in [0, %d)",
+                             group_rank, group_size);
+  collgen__scatter_chunk(rows, group_size, group_rank, start, count);
+  return COLLGEN_OK;
 }

@@ -13,6 +13,7 @@ int collgen__shape_product(const int64_t *dims, int lo, int hi, int64_t *out);
 /* The rows group rank i of a group of g ranks owns when n rows are
 ** scattered (reduce_scatter_sum, reduce_scatter_rmsnorm): *count = n / g,
 ** plus one for the first n % g ranks; *start = the rows of the ranks
-** before it. Requires n >= 0, 1 <= g, 0 <= i < g. */
+** before it. Requires n >= 0, 1 <= g, 0 <= i < g (collgen_scatter_chunk,
+** the public form, checks them). */
 void collgen__scatter_chunk(int64_t n, int g, int i, int64_t *start, int64_t *count);
 #endif

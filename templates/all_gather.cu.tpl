@@ -1,11 +1,12 @@
 // collgen all_gather: ${kernel}
-// dtype ${dtype} (${esize}-byte elements, moved as bits), group of ${G},
-// ${BLOCK} threads per block. After a barrier (every shard is ready) each
-// rank pulls every peer's shard into its own output at the shard's byte
-// offset (p.row_start), then a closing barrier (peers are done reading).
-// A shard whose source, destination and size allow moves in 16-byte
-// vectors, else element by element; the choice is made per shard at run
-// time, so one kernel serves aligned and unaligned calls.
+// ${dtype}: ${esize}-byte elements, moved as bits (every dtype of that size
+// shares this kernel), group of ${G}, ${BLOCK} threads per block. After a
+// barrier (every shard is ready) each rank pulls every peer's shard into
+// its own output at the shard's byte offset (p.row_start), then a closing
+// barrier (peers are done reading). A shard whose source, destination and
+// size allow moves in 16-byte vectors, else element by element; the choice
+// is made per shard at run time, so one kernel serves aligned and
+// unaligned calls.
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 

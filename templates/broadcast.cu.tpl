@@ -1,9 +1,10 @@
 // collgen broadcast: ${kernel}
-// dtype ${dtype} (${esize}-byte elements), group of ${G}, ${VEC} element(s)
-// per access, ${BLOCK} threads per block. The root (p.root, a group rank)
-// sends its input; every other rank pulls it over the link into its own
-// output, and the root copies its input into its output unless they are
-// the same buffer. Bits are moved, never interpreted.
+// ${dtype}: ${esize}-byte elements (every dtype of that size shares this
+// kernel), group of ${G}, ${VEC} element(s) per access, ${BLOCK} threads
+// per block. The root (p.root, a group rank) sends its input; every other
+// rank pulls it over the link into its own output, and the root copies its
+// input into its output unless they are the same buffer. Bits are moved,
+// never interpreted.
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 

@@ -106,3 +106,34 @@ Test(api, scatter_chunks_cover_the_rows_in_order) {
   collgen__scatter_chunk((int64_t)1 << 40, 7, 6, &start, &count);
   cr_assert_eq(start + count, (int64_t)1 << 40);
 }
+
+/* The public form of the rule (bindings size outputs with it): the same
+** chunks, and every bad argument refused with a message, outputs untouched. */
+Test(api, public_scatter_chunk_is_the_rule_and_checks_its_arguments) {
+  for (int64_t n = 0; n <= 20; ++n)
+    for (int g = 1; g <= 8; ++g)
+      for (int i = 0; i < g; ++i) {
+        int64_t s0, c0, s1 = -1, c1 = -1;
+        collgen__scatter_chunk(n, g, i, &s0, &c0);
+        cr_assert_eq(collgen_scatter_chunk(n, g, i, &s1, &c1), COLLGEN_OK);
+        cr_assert(s0 == s1 && c0 == c1, "n %lld g %d rank %d", (long long)n, g, i);
+      }
+  static const struct {
+    int64_t n;
+    int g, i;
+    const char *msg;
+  } bad[] = {{-1, 2, 0, "rows is -1"},
+             {4, 0, 0, "group_size is 0"},
+             {4, 2, 2, "group_rank 2 is not in [0, 2)"},
+             {4, 2, -1, "group_rank -1 is not in [0, 2)"}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
+    int64_t start = 77, count = 77;
+    cr_assert_eq(collgen_scatter_chunk(bad[k].n, bad[k].g, bad[k].i, &start, &count),
+                 COLLGEN_ERR_INVALID_ARG);
+    cr_assert(strstr(collgen_last_error(), bad[k].msg), "%s", collgen_last_error());
+    cr_assert(start == 77 && count == 77);
+  }
+  int64_t start;
+  cr_assert_eq(collgen_scatter_chunk(4, 2, 0, &start, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_assert(strstr(collgen_last_error(), "count is NULL"));
+}

@@ -29,9 +29,11 @@ static int source_exists(const char *rel) {
 }
 
 /* Every op and every dtype it computes on (one with an accumulate type) of
-** the catalog plans and renders, and the ops that move bits (all_gather)
-** with every dtype; a copy-only dtype is refused by every op that computes, naming the op and the dtype; values next to them are
-** refused by the planner, not defaulted. */
+** the catalog plans and renders with the dtype's C type, and the ops that
+** move bits (`computes` 0) with every dtype, as the unsigned type of its
+** size; a copy-only dtype is refused by every op that computes, naming the
+** op and the dtype; values next to them are refused by the planner, not
+** defaulted. */
 Test(catalog, lua_accepts_exactly_the_catalog) {
   collgen_generator_t *g;
   cr_assert_eq(collgen_generator_create(&g, NULL), COLLGEN_OK, "%s", collgen_last_error());
@@ -41,11 +43,7 @@ Test(catalog, lua_accepts_exactly_the_catalog) {
       collgen_shape_init(&s, collgen__op_at(o)->op);
       s.dtype = collgen__dtype_at(d)->dtype;
       char *src = NULL;
-      /* the ops that move bits (gen/planner.lua BITS_ONLY_OPS) take it */
-      static const char *const bits_only[] = {"all_gather", "broadcast"};
-      int moves_bits = 0;
-      for (size_t b = 0; b < sizeof bits_only / sizeof *bits_only; ++b)
-        moves_bits |= strcmp(collgen__op_at(o)->name, bits_only[b]) == 0;
+      const int moves_bits = !collgen__op_at(o)->computes;
       if (!collgen__dtype_at(d)->acc_type && !moves_bits) {
         char want[160];
         snprintf(want, sizeof want, "planner: %s computes on elements: %s is a copy-only dtype",
@@ -59,7 +57,15 @@ Test(catalog, lua_accepts_exactly_the_catalog) {
       cr_expect_eq(collgen_generate_source(g, &s, 0, &src), COLLGEN_OK, "%s/%s: %s",
                    collgen__op_at(o)->name, collgen__dtype_at(d)->name,
                    collgen_generator_last_error(g));
-      cr_expect(src && strstr(src, collgen__dtype_at(d)->ctype), "%s: element type missing",
+      /* an op that moves bits: the size class (gen/planner.lua SIZE_CLASSES) */
+      static const char *const by_size[9] = {[1] = "typedef unsigned char elem_t;",
+                                             [2] = "typedef unsigned short elem_t;",
+                                             [4] = "typedef unsigned int elem_t;",
+                                             [8] = "typedef unsigned long long elem_t;"};
+      const int bytes = collgen__dtype_at(d)->bytes;
+      cr_assert(bytes >= 1 && bytes <= 8 && by_size[bytes]);
+      cr_expect(src && strstr(src, moves_bits ? by_size[bytes] : collgen__dtype_at(d)->ctype),
+                "%s/%s: element type missing", collgen__op_at(o)->name,
                 collgen__dtype_at(d)->name);
       free(src);
     }
@@ -196,7 +202,7 @@ Test(catalog, binding_catalog_matches_the_header) {
   static const struct row dtype[] = {COLLGEN_DTYPE_MAP(DTYPE_ROW)};
 #define DTYPE_REDUCES_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, (acc) != NULL},
   static const struct row dtype_reduces[] = {COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)};
-#define OP_ROW(NAME, value, id, tpl, min_rank) {#id, value, min_rank},
+#define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
   static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
   static const struct row fp8[] = {COLLGEN_FP8_MAP(FP8_ROW)};

@@ -280,10 +280,13 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
+  /* the ops that move bits: one kernel per element size (u8 and i8: b1) */
   expect_golden("gen broadcast --dtype u8 --ngpus 4 --elems 1000 --no-line-directives",
-                "broadcast_u8_g4_v16.cu");
+                "broadcast_b1_g4_v16.cu");
+  expect_golden("gen broadcast --dtype i8 --ngpus 4 --elems 1000 --no-line-directives",
+                "broadcast_b1_g4_v16.cu");
   expect_golden("gen all_gather --dtype u8 --ngpus 4 --elems 1000 --no-line-directives",
-                "all_gather_u8_g4.cu");
+                "all_gather_b1_g4.cu");
   expect_golden("gen reduce_scatter_sum --ngpus 4 --elems 4096 --no-line-directives",
                 "reduce_scatter_sum_bf16_g4_v8.cu");
   expect_golden("gen reduce_scatter_rmsnorm --ngpus 4 --rows 3 --cols 4096 --no-line-directives",
@@ -482,13 +485,13 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "no GPU found"), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_twoshot_bf16_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_allgather_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
-  cr_expect(strstr(out, "collgen_all_gather_bf16_g2"), "%s", out);
+  cr_expect(strstr(out, "collgen_all_gather_b2_g2"), "%s", out);
   /* the demo's 129 x 8192 bf16 gathered rows exceed the LL range; its 8
   ** decode rows of the fused residual op are LL */
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2 "), "%s", out);
   cr_expect(strstr(out, "collgen_allreduce_residual_rmsnorm_bf16_g2_c8192_v8_ll_u2_e4m3_dynamic"),
             "%s", out);
-  cr_expect(strstr(out, "collgen_broadcast_bf16_g2_v8"), "%s", out);
+  cr_expect(strstr(out, "collgen_broadcast_b2_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_reduce_scatter_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
   cr_expect(strstr(out, all_demo_kernels), "%s", out);
   free(out);

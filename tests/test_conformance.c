@@ -6,8 +6,8 @@
 ** mode the arch has, the RMSNorm ops for the COLS below); on every other
 ** catalog arch, one kernel per op and FP8 mode. A dtype the planner refuses
 ** for an op gives no kernels only when the catalog marks it copy-only (no
-** accumulate type) or the arch is older than the dtype; any other refusal
-** fails. Each distinct kernel (canonical spec) is checked once, by worker
+** accumulate type) and the op as computing, or the arch is older than the
+** dtype; any other refusal fails. Each distinct kernel (canonical spec) is checked once, by worker
 ** processes sharing the list: the source is byte-identical from two fresh
 ** Lua states, NVRTC compiles it without warnings, the cubin exports the
 ** kernel symbol with the parameter block the runtime builds
@@ -122,16 +122,18 @@ static void add_shapes(collgen_generator_t *g, item_list *l, const collgen_shape
 }
 
 /* The kernels of one class; 0 when the planner refuses a dtype the op may
-** refuse (copy-only, or newer than the arch), a failure on any other
-** refusal. */
+** refuse (copy-only with an op that computes, or newer than the arch), a
+** failure on any other refusal. */
 static int class_shapes(collgen_generator_t *g, const collgen_shape_class_t *cls,
                         collgen_shape_t **shapes) {
   int count = 0;
   int rc = collgen_plan_variants(g, cls, shapes, &count);
   const collgen__dtype_desc *dt = collgen__dtype_find(cls->dtype);
   const collgen__arch_desc *arch = collgen__arch_find(cls->arch);
-  cr_assert(dt && arch);
-  if (rc == COLLGEN_ERR_INVALID_ARG && (!dt->acc_type || arch->sm < dt->min_sm)) return 0;
+  const collgen__op_desc *op = collgen__op_find(cls->op);
+  cr_assert(dt && arch && op);
+  if (rc == COLLGEN_ERR_INVALID_ARG && ((!dt->acc_type && op->computes) || arch->sm < dt->min_sm))
+    return 0;
   cr_assert_eq(rc, COLLGEN_OK, "%s %s %s ngpus %d: %s", collgen__op_name(cls->op), dt->name,
                cls->arch, cls->ngpus, collgen_generator_last_error(g));
   cr_assert_gt(count, 0, "%s %s %s ngpus %d: no kernels", collgen__op_name(cls->op), dt->name,

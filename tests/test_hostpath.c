@@ -192,6 +192,50 @@ Test(hostpath, groups_of_one_copy_and_in_place_does_nothing) {
   collgen_comm_destroy(c);
 }
 
+/* A copy-only dtype with an op that computes on elements (COLLGEN_OP_MAP's
+** `computes`): the driver refuses it in the planner's words, on a path that
+** plans nothing too (groups of one copy; zero elements), naming the ops
+** that move bits; nothing is launched or copied. */
+Test(hostpath, copy_only_dtypes_are_refused_in_the_planners_words) {
+  collgen_comm_t *c = make_comm(2);
+  collgen_generator_t *g = NULL;
+  cr_assert_eq(collgen_generator_create(&g, cache_dir), COLLGEN_OK);
+  int64_t shape[1] = {64}, zero[1] = {0};
+  const int64_t *shapes[2] = {shape, shape}, *zshapes[2] = {zero, zero};
+  void *in[2] = {poisoned(512), poisoned(512)}, *out[2] = {poisoned(512), poisoned(512)};
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  static const collgen_dtype_t copy_only[] = {COLLGEN_DTYPE_I32, COLLGEN_DTYPE_U8};
+  for (int k = 0; k < 2; ++k)
+    for (int group = 1; group <= 2; ++group) {
+      memset(stats, 0, sizeof *stats);
+      cr_assert_eq(collgen_allreduce_sum(c, copy_only[k], 1, group == 1 ? shapes : zshapes,
+                                         (const void *const *)in, out, group, streams),
+                   COLLGEN_ERR_INVALID_ARG);
+      collgen_shape_t s;
+      collgen_shape_init(&s, COLLGEN_OP_ALLREDUCE_SUM);
+      s.dtype = copy_only[k];
+      s.group_size = group;
+      collgen_plan_t plan;
+      cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
+      cr_expect_str_eq(collgen_comm_last_error(c), collgen_generator_last_error(g));
+      cr_expect(strstr(collgen_comm_last_error(c),
+                       "(only the ops that move bits take it: all_gather, broadcast)"),
+                "%s", collgen_comm_last_error(c));
+      cr_expect_eq(stats->launches + stats->copies, 0);
+    }
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_U8, 1, shapes, (const void *const *)in, out, 0,
+                                 1, streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->copies, 2, "a group of one copies, any dtype");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_generator_destroy(g);
+  collgen_comm_destroy(c);
+}
+
 Test(hostpath, zero_sizes_and_empty_groups_launch_nothing) {
   collgen_comm_t *c = make_comm(2);
   int64_t zero[1] = {0}, rows0[2] = {0, 4096};
@@ -833,7 +877,7 @@ Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
   cr_expect_eq(stats->wrong_context, 0);
   for (int r = 0; r < 4; ++r) {
     const collgen__kparams *kp = &stats->log[r].params;
-    cr_expect_str_eq(stats->log[r].kernel, "collgen_broadcast_i64_g2_v2");
+    cr_expect_str_eq(stats->log[r].kernel, "collgen_broadcast_b8_g2_v2");
     cr_expect_eq(kp->root, 1u);
     cr_expect_eq(kp->count, 1000ull);
     cr_expect_eq(kp->rank, (unsigned)(r % 2));
@@ -846,8 +890,8 @@ Test(hostpath, broadcast_launches_with_its_root_and_groups_of_one_copy) {
   void *odd[4] = {(char *)out[0] + 8, out[1], out[2], out[3]};
   cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, only_roots, odd, 1, 2, streams),
                COLLGEN_OK, "%s", collgen_comm_last_error(c));
-  cr_expect_str_eq(stats->log[4].kernel, "collgen_broadcast_i64_g2_v1");
-  cr_expect_str_eq(stats->log[6].kernel, "collgen_broadcast_i64_g2_v2", "per group");
+  cr_expect_str_eq(stats->log[4].kernel, "collgen_broadcast_b8_g2_v1");
+  cr_expect_str_eq(stats->log[6].kernel, "collgen_broadcast_b8_g2_v2", "per group");
   /* groups of one: a copy of each rank's own input */
   memset(stats, 0, sizeof *stats);
   cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_I64, 1, shapes, (const void *const *)in, out, 0,
@@ -898,7 +942,7 @@ Test(hostpath, all_gather_launches_with_shard_offsets_and_copies_alone) {
     const fake_cuda_launch_t *l = &stats->log[r];
     const int base = r / 2 * 2;
     cr_expect_eq(l->device, r);
-    cr_expect_str_eq(l->kernel, "collgen_all_gather_i16_g2");
+    cr_expect_str_eq(l->kernel, "collgen_all_gather_b2_g2");
     cr_expect_eq(l->params.rank, (unsigned)(r - base));
     cr_expect(l->params.in[0] == in[base] && l->params.in[1] == in[base + 1]);
     cr_expect(l->params.out[r - base] == out[r]);
@@ -1016,7 +1060,8 @@ Test(hostpath, reduce_scatter_sum_points_each_rank_at_its_chunk) {
 /* reduce_scatter_rmsnorm: every rank launches (a group of one too: add and
 ** normalize, no copy); rank r's kernel pulls every rank's x from the first
 ** row of r's chunk (collgen__scatter_chunk), count is r's chunk, residual_in
-** is NULL when the call has none; zero rows launch nothing. */
+** is NULL when the call has none (a NULL array, or only NULL entries);
+** zero rows launch nothing. */
 Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
   setenv("FAKE_CUDA_DEVICES", "3", 1);
   collgen_comm_t *c = make_comm(3);
@@ -1038,11 +1083,16 @@ Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
   static const int groups[] = {0, 1};
   for (size_t k = 0; k < 2; ++k) {
     const int g = groups[k] ? groups[k] : 3;
-    for (int with_res = 0; with_res < 2; ++with_res) {
+    /* residual_in: none (a NULL array), none (every entry NULL), given */
+    void *no_res[3] = {NULL, NULL, NULL};
+    for (int res_form = 0; res_form < 3; ++res_form) {
+      const int with_res = res_form == 2;
       memset(stats, 0, sizeof *stats);
       cr_assert_eq(collgen_reduce_scatter_rmsnorm(
                        c, COLLGEN_DTYPE_BF16, 2, shapes, (const void *const *)x,
-                       with_res ? (const void *const *)res : NULL, normed, res,
+                       with_res ? (const void *const *)res
+                                : res_form ? (const void *const *)no_res : NULL,
+                       normed, res,
                        (const void *const *)gamma, 1e-6f, 1.0f, groups[k], streams),
                    COLLGEN_OK, "group %d: %s", g, collgen_comm_last_error(c));
       cr_expect_eq(stats->launches, 3, "group %d", g);

@@ -560,14 +560,15 @@ Test(planner, plans_say_what_the_runtime_needs) {
   }
 }
 
-/* broadcast: one pull kernel per group size and vector width (16-byte
-** vectors of any element size when aligned); every dtype, copy-only ones
-** included; peers read the input only; a group of one copies input into
-** output; in place and the call size change no kernel. */
+/* broadcast: one pull kernel per element size, group size and vector
+** width (16-byte vectors of any element size when aligned); every dtype,
+** copy-only ones included, as the size class of its element ("b2": bf16,
+** f16 and i16 share a kernel); peers read the input only; a group of one
+** copies input into output; in place and the call size change no kernel. */
 Test(planner, broadcast_plans_and_variants) {
   static const struct { collgen_dtype_t dt; const char *name; int vec; } dts[] = {
-      {COLLGEN_DTYPE_BF16, "bf16", 8}, {COLLGEN_DTYPE_F32, "f32", 4}, {COLLGEN_DTYPE_U8, "u8", 16},
-      {COLLGEN_DTYPE_I16, "i16", 8},   {COLLGEN_DTYPE_I64, "i64", 2}, {COLLGEN_DTYPE_F64, "f64", 2}};
+      {COLLGEN_DTYPE_BF16, "b2", 8}, {COLLGEN_DTYPE_F32, "b4", 4}, {COLLGEN_DTYPE_U8, "b1", 16},
+      {COLLGEN_DTYPE_I16, "b2", 8},  {COLLGEN_DTYPE_I64, "b8", 2}, {COLLGEN_DTYPE_F64, "b8", 2}};
   for (size_t d = 0; d < sizeof dts / sizeof *dts; ++d)
     for (int aligned = 0; aligned <= 1; ++aligned) {
       collgen_shape_t s;
@@ -614,10 +615,10 @@ Test(planner, broadcast_plans_and_variants) {
   free(shapes);
 }
 
-/* all_gather moves bits: every dtype plans (a zero-size call too, as the
-** driver's probe needs), one pull kernel per dtype and group whatever the
-** size, alignment or in place; a group of one is a copy input -> output;
-** peers read the input. */
+/* all_gather moves bits: every dtype plans (a zero-size call too), one
+** pull kernel per element size ("b<bytes>", the same canonical spec for
+** every dtype of a size) and group whatever the size, alignment or in
+** place; a group of one is a copy input -> output; peers read the input. */
 Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
   for (int d = COLLGEN_DTYPE_BF16; d <= COLLGEN_DTYPE_F64; ++d) {
     collgen_shape_t s;
@@ -632,6 +633,17 @@ Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
     cr_expect_eq(p.copy_from, -1);
     cr_expect_eq(p.grid, 1);
     cr_expect_eq(p.vec * collgen__dtype_bytes((collgen_dtype_t)d), 16);
+    const int bytes = collgen__dtype_bytes((collgen_dtype_t)d);
+    char want[64];
+    snprintf(want, sizeof want, "collgen_all_gather_b%d_g4", bytes);
+    cr_expect_str_eq(p.kernel, want);
+    for (int e = COLLGEN_DTYPE_BF16; e < d; ++e) /* every earlier dtype of the size */
+      if (collgen__dtype_bytes((collgen_dtype_t)e) == bytes) {
+        collgen_shape_t same = s;
+        same.dtype = (collgen_dtype_t)e;
+        cr_assert_eq(collgen_plan(gen, &same, &q), COLLGEN_OK);
+        cr_expect_str_eq(q.canonical, p.canonical, "one spec for every dtype of a size");
+      }
     s.elems = (int64_t)1 << 30;
     s.aligned16 = 0;
     s.inplace = 1;

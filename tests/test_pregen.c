@@ -13,7 +13,9 @@
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
 ** would only lengthen the test); all_gather over the allreduce sizes
-** (every 16th). The same holds for a pregenerated cache
+** (every 16th); broadcast and all_gather of f16, i16 and i32 (every 16th
+** size), which the matrix's bf16 and f32 kernels serve (the ops that move
+** bits plan by element size). The same holds for a pregenerated cache
 ** made read-only (`chmod -R a+rX,a-w`) and read by another user (as root:
 ** a child that drops to nobody), with one warning that new kernels would
 ** stay in memory.
@@ -234,6 +236,27 @@ static int run_sweep(FILE *report, int read_only) {
         base.rows = 0;
         sweep_allreduce(s, base, sizes, nelems);
       }
+  }
+  /* The ops that move bits plan by element size: the matrix's kernels
+  ** serve the other dtypes of its sizes (f16 and i16 as bf16, i32 as f32)
+  ** too, pregenerated or not; every 16th size. */
+  static const collgen_dtype_t same_size[] = {COLLGEN_DTYPE_F16, COLLGEN_DTYPE_I16,
+                                              COLLGEN_DTYPE_I32};
+  static const collgen_op_t bits_ops[] = {COLLGEN_OP_BROADCAST, COLLGEN_OP_ALL_GATHER};
+  for (size_t d = 0; d < sizeof same_size / sizeof same_size[0]; ++d) {
+    const int64_t ll_elems = (int64_t)COLLGEN_LL_LINES * 8 / collgen__dtype_bytes(same_size[d]);
+    const int nelems = sweep_sizes(300, 8, ll_elems, MAX_SIZE, sizes);
+    for (size_t o = 0; o < sizeof bits_ops / sizeof bits_ops[0]; ++o)
+      for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
+        for (int g = 2; g <= NGPUS[k]; ++g) {
+          if (NGPUS[k] % g) continue;
+          collgen_shape_t base;
+          collgen_shape_init(&base, bits_ops[o]);
+          base.dtype = same_size[d];
+          base.ngpus = NGPUS[k];
+          base.group_size = g;
+          for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
+        }
   }
   sweep_row_op(s, COLLGEN_OP_ALLGATHER_RMSNORM, sizes);
   sweep_row_op(s, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, sizes);

@@ -158,14 +158,14 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_I32, 1, &n_small, rank == 0 ? in : NULL, out, 0,
                               0, s);
   const collgen__kparams *bp = &stats->log[0].params;
-  CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == 1 &&
+  CHILD_CHECK(rep, rank, 31, rc == COLLGEN_OK && stats->launches == 1 &&
               stats->copies == (rank == 0 ? 1 : 0) &&
-              strcmp(stats->log[0].kernel, "collgen_broadcast_i32_g2_v4") == 0 &&
+              strcmp(stats->log[0].kernel, "collgen_broadcast_b4_g2_v4") == 0 &&
               bp->in[0] == (const void *)(uintptr_t)c->staging[0] && bp->root == 0 &&
               bp->out[rank] == out && bp->count == 4096,
               "broadcast: %s, %ld launches, %ld copies, %s, in[0] %p", collgen_comm_last_error(c),
               stats->launches, stats->copies, stats->log[0].kernel, bp->in[0]);
-  CHILD_CHECK(rep, rank, 30, rank != 0 ||
+  CHILD_CHECK(rep, rank, 32, rank != 0 ||
               memcmp((const void *)(uintptr_t)c->staging[0], in, 4 * 4096) == 0,
               "the root's input was not staged");
   memset(stats, 0, sizeof *stats);
@@ -174,14 +174,14 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   memset(bin, 0x5a, (size_t)n_bytes);
   rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_U8, 1, &n_bytes, rank == 0 ? bin : NULL, bout, 0,
                               0, s);
-  CHILD_CHECK(rep, rank, 31, rc == COLLGEN_OK && stats->launches == 2 &&
+  CHILD_CHECK(rep, rank, 33, rc == COLLGEN_OK && stats->launches == 2 &&
               stats->copies == (rank == 0 ? 2 : 0) && stats->log[0].params.count == 4u << 20 &&
               stats->log[1].params.count == 1u << 20 && stats->log[1].params.out[rank] ==
               bout + (4u << 20),
               "large broadcast: %s, %ld launches, %ld copies", collgen_comm_last_error(c),
               stats->launches, stats->copies);
   rc = collgen_rank_broadcast(c, COLLGEN_DTYPE_U8, 1, &n_bytes, NULL, bout, 0, 0, s);
-  CHILD_CHECK(rep, rank, 32, rank != 0 || (rc == COLLGEN_ERR_INVALID_ARG &&
+  CHILD_CHECK(rep, rank, 34, rank != 0 || (rc == COLLGEN_ERR_INVALID_ARG &&
                                            strstr(collgen_comm_last_error(c), "input of rank 0")),
               "root without input: %s", collgen_comm_last_error(c));
   free(bin);
@@ -197,8 +197,8 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   copies = stats->copies;
   rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_U8, 1, gashards, in + 1, out, 0, s);
   const fake_cuda_launch_t *gl = &stats->log[stats->launches - 1];
-  CHILD_CHECK(rep, rank, 29, rc == COLLGEN_OK && stats->launches == launches + 1 &&
-              stats->copies == copies + 1 && strcmp(gl->kernel, "collgen_all_gather_u8_g2") == 0 &&
+  CHILD_CHECK(rep, rank, 35, rc == COLLGEN_OK && stats->launches == launches + 1 &&
+              stats->copies == copies + 1 && strcmp(gl->kernel, "collgen_all_gather_b1_g2") == 0 &&
               gl->params.in[0] == (const void *)(uintptr_t)c->staging[0] &&
               gl->params.in[1] == (const void *)(uintptr_t)c->staging[1] &&
               gl->params.out[rank] == out && gl->params.row_start[1] == 100 &&
@@ -210,7 +210,7 @@ static void two_ranks_child(report_t *rep, const collgen_unique_id_t *id, int ra
   unsigned char *gabuf = aligned_alloc(256, 9u << 20);
   rc = collgen_rank_all_gather(c, COLLGEN_DTYPE_U8, 1, gabigs, gabuf, gabuf + (4u << 20) + 256, 0, s);
   free(gabuf);
-  CHILD_CHECK(rep, rank, 30, rc == COLLGEN_ERR_INVALID_ARG && stats->launches == launches &&
+  CHILD_CHECK(rep, rank, 36, rc == COLLGEN_ERR_INVALID_ARG && stats->launches == launches &&
               strstr(collgen_comm_last_error(c), "staging_bytes"),
               "oversized all_gather shard: %s", collgen_comm_last_error(c));
   free(res);

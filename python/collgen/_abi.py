@@ -127,6 +127,8 @@ FUNCTIONS = [
     ("collgen_reduce_scatter_rmsnorm_fp8", c_int,
      [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, POINTER(POINTER(c_float)), _PP, _PP, c_float,
       c_float, c_int, c_float, c_int, _PP]),
+    ("collgen_scatter_chunk", c_int,
+     [c_int64, c_int, c_int, POINTER(c_int64), POINTER(c_int64)]),
     ("collgen_get_unique_id", c_int, [POINTER(UniqueIdStruct)]),
     ("collgen_unique_id_to_text", c_int, [POINTER(UniqueIdStruct), c_char_p, c_size_t]),
     ("collgen_unique_id_from_text", c_int, [c_char_p, POINTER(UniqueIdStruct)]),

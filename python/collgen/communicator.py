@@ -626,20 +626,14 @@ class Communicator:
 
 def scatter_chunk(n, g, i):
     """(start, count): the rows group rank i of g owns when n rows are
-    scattered (reduce_scatter): n // g each, one more for the first n % g
-    ranks: the rule of collgen_reduce_scatter_sum's contract (collgen.h;
-    collgen__scatter_chunk in src/shape.c, which the library does not
-    export), here for the outputs' sizes."""
-    q, rem = divmod(n, g)
-    return i * q + min(i, rem), q + (i < rem)
-
-
-def scatter_chunk(n, g, i):
-    """(start, count) of group rank i's rows of n over g ranks: the rule of
-    collgen__scatter_chunk (src/shape.c), which the package needs to size
-    the outputs of reduce_scatter_rmsnorm."""
-    q, extra = divmod(n, g)
-    return i * q + min(i, extra), q + (i < extra)
+    scattered (reduce_scatter, reduce_scatter_rmsnorm): the library's
+    collgen_scatter_chunk, so the package sizes outputs by the rule the
+    runtime applies. Bad arguments raise InvalidArgument."""
+    start, count = c_int64(), c_int64()
+    rc = lib.collgen_scatter_chunk(c_int64_arg(n, "rows"), c_int_arg(g, "group_size"),
+                                   c_int_arg(i, "group_rank"), byref(start), byref(count))
+    check(rc, last_error)
+    return start.value, count.value
 
 
 class _Dims:

@@ -4,6 +4,7 @@ argument and leaving the stand-in untouched; and accepted calls, to show
 that the untouched-checks of the refusal tests can tell."""
 
 import os
+import re
 
 import pytest
 
@@ -213,6 +214,18 @@ def test_scatter_chunk_is_the_contract_rule():
             chunks = [scatter_chunk(n, g, i) for i in range(g)]
             assert sum(c for _, c in chunks) == n
             assert all(s + c == chunks[i + 1][0] for i, (s, c) in enumerate(chunks[:-1]))
+
+
+def test_scatter_chunk_refuses_bad_arguments():
+    """The library's checks (collgen_scatter_chunk), raised with its message."""
+    from collgen.communicator import scatter_chunk
+    for args, word in (((-1, 2, 0), "rows is -1"), ((4, 0, 0), "group_size is 0"),
+                       ((4, 2, 2), "group_rank 2 is not in [0, 2)"),
+                       ((4, 2, -1), "group_rank -1")):
+        with pytest.raises(collgen.InvalidArgument, match=re.escape(word)):
+            scatter_chunk(*args)
+    start, count = scatter_chunk((1 << 40) + 3, 7, 6)
+    assert start + count == (1 << 40) + 3
 
 
 def test_reduce_scatter_launches_once_per_rank_and_sizes_outputs(bad_env):

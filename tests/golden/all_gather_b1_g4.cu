@@ -1,11 +1,14 @@
-// collgen broadcast: collgen_broadcast_u8_g4_v16
-// dtype u8 (1-byte elements), group of 4, 16 element(s)
-// per access, 512 threads per block. The root (p.root, a group rank)
-// sends its input; every other rank pulls it over the link into its own
-// output, and the root copies its input into its output unless they are
-// the same buffer. Bits are moved, never interpreted.
+// collgen all_gather: collgen_all_gather_b1_g4
+// b1: 1-byte elements, moved as bits (every dtype of that size
+// shares this kernel), group of 4, 512 threads per block. After a
+// barrier (every shard is ready) each rank pulls every peer's shard into
+// its own output at the shard's byte offset (p.row_start), then a closing
+// barrier (peers are done reading). A shard whose source, destination and
+// size allow moves in 16-byte vectors, else element by element; the choice
+// is made per shard at run time, so one kernel serves aligned and
+// unaligned calls.
 // ---- collgen common device code (templates/common.cuh.tpl) ----
-// Kernel parameters, the element type u8 and its f32 conversions, and
+// Kernel parameters, the element type b1 and its f32 conversions, and
 // 16-byte vector helpers. No CUDA headers are included: conversions use PTX
 // cvt instructions, so NVRTC needs no include path.
 
@@ -381,35 +384,49 @@ __device__ __forceinline__ void ll_finish(const collgen_kparams &p, collgen_sign
   }
 }
 
-// Vectors each thread keeps in flight per loop trip: more outstanding
-// loads hide NVLink latency.
+// 16-byte vectors each thread keeps in flight per loop trip: more
+// outstanding loads hide the link's latency.
 #define UNROLL 4
 
-// Copies elements [0, n) of src into dst with this thread's share of the
-// grid: whole vectors first, then the scalar tail.
-__device__ __forceinline__ void copy_elems(void *dst, const void *src, unsigned long long n,
-                                           unsigned long long tid, unsigned long long stride) {
-  const unsigned long long nvec = n / VEC;
-  for (unsigned long long i = tid; i < nvec; i += UNROLL * stride) {
-    vec_t v[UNROLL];
+// Copies `bytes` (a multiple of sizeof(elem_t)) from src to dst with every
+// thread of the grid: the 16-byte vectors first, then the element tail.
+__device__ __forceinline__ void copy_shard(const char *src, char *dst, unsigned long long bytes) {
+  const unsigned long long tid = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long threads = gridDim.x * (unsigned long long)blockDim.x;
+  unsigned long long done = 0;  // bytes moved as vectors
+  if ((((unsigned long long)src | (unsigned long long)dst) & 15ull) == 0) {
+    const uint4 *s = (const uint4 *)src;
+    uint4 *d = (uint4 *)dst;
+    const unsigned long long n = bytes / 16;
+    unsigned long long i = tid;
+    for (; i + (UNROLL - 1) * threads < n; i += UNROLL * threads) {
+      uint4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nvec) v[u] = load_vec(src, i + u * stride);
+      for (int u = 0; u < UNROLL; ++u) v[u] = s[i + u * threads];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nvec) store_vec(dst, i + u * stride, v[u]);
+      for (int u = 0; u < UNROLL; ++u) d[i + u * threads] = v[u];
+    }
+    for (; i < n; i += threads) d[i] = s[i];
+    done = n * 16;
   }
-  for (unsigned long long i = nvec * VEC + tid; i < n; i += stride)
-    ((elem_t *)dst)[i] = ((const elem_t *)src)[i];
+  const elem_t *s = (const elem_t *)(src + done);
+  elem_t *d = (elem_t *)(dst + done);
+  const unsigned long long n = (bytes - done) / sizeof(elem_t);
+  for (unsigned long long i = tid; i < n; i += threads) d[i] = s[i];
 }
 
-extern "C" __global__ void __launch_bounds__(512) collgen_broadcast_u8_g4_v16(const collgen_kparams p) {
+extern "C" __global__ void __launch_bounds__(512, 1) collgen_all_gather_b1_g4(const collgen_kparams p) {
   barrier_prologue();
-  if (!group_barrier(p)) return;  // the root's input is ready
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const void *src = p.in[p.root];
-  void *dst = p.out[p.rank];
-  if (dst != src) copy_elems(dst, src, p.count, tid, stride);
-  group_barrier(p);  // every rank is done reading the root's input
+  if (!group_barrier(p)) return;  // every shard is ready to be read
+  char *out = (char *)p.out[p.rank];
+  // Each rank starts with the next rank's shard, so the ranks read from
+  // different peers at a time; its own shard comes last (skipped in place).
+  for (unsigned int step = 1; step <= GROUP; ++step) {
+    const unsigned int owner = (p.rank + step) % GROUP;
+    const char *src = (const char *)p.in[owner];
+    char *dst = out + p.row_start[owner];
+    if (src == dst) continue;  // in place: the shard is already there
+    copy_shard(src, dst, p.row_start[owner + 1] - p.row_start[owner]);
+  }
+  group_barrier(p);  // peers are done reading this rank's shard
 }
