@@ -18,7 +18,7 @@ local M = {}
 -- repeats them.
 local DTYPES, OPS, ARCHS, FP8 = catalog.dtypes, catalog.ops, catalog.archs, catalog.fp8
 local MAX_DEVICES = catalog.limits.MAX_DEVICES
-M.MAX_BLOCKS = catalog.limits.MAX_BLOCKS  -- signal-buffer slots per rank; grids never exceed it
+M.MAX_BLOCKS = catalog.limits.MAX_BLOCKS  -- signal-buffer slots per rank; no grid of a real group exceeds it
 M.LL_LINES = catalog.limits.LL_LINES      -- LL lines per (bank, sender): 8 payload bytes each
 M.DEFAULT_BLOCKS = 128    -- default grid cap for streaming kernels
 -- A group of one touches no signal buffer, so its grid is not bound by

@@ -227,7 +227,8 @@ typedef enum {
     "written (COLLGEN_FP8_*); "                                                \
     "COLLGEN_FP8_NONE for the other ops")                                      \
   X(int, max_blocks, , INT, 0, COLLGEN_MAX_BLOCKS, 0,                          \
-    "grid cap, 0 = planner default (at most 256)")                             \
+    "grid cap, 0 = planner default (at most 256; one block per row for a "    \
+    "group of one of the norm ops)")                                           \
   X(char, arch, [16], ARCH, 0, 0, "sm_90", "target, e.g. \"sm_90\" (empty = \"sm_90\")")
 
 typedef struct collgen_shape {
