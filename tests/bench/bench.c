@@ -19,10 +19,16 @@
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
 **                      [--dtype bf16|f16|f32] [--group-size G] [--model] [--floor] [--fp8]
 **        collgen-bench --processes N   (one process per rank: bench_processes.c)
+**        collgen-bench --ranks N [--quick] ...   (N ranks mapped onto the GPUs)
 ** --model: only the 32-layer decode step (bench_model.c); --floor: only the
 ** cross-GPU flag floor (bench_floor.c); --fp8: only the FP8 output table
 ** (bench_residual.c); several: each of them. NCCL's symmetric-window
 ** path (bench_nccl_sym.c) is a column of the allreduce and fused tables.
+** --ranks N (2..8) maps N ranks onto the GPUs there are (allow_shared_devices,
+** grids of at most 8 blocks so every rank's blocks fit at once) and runs
+** the broadcast, all_gather, reduce_scatter_sum and reduce_scatter_rmsnorm
+** sections, each checked first, without NCCL (one rank per GPU): a check
+** of those sections on one GPU; its times are not a measure.
 */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -472,7 +478,7 @@ static void bench_broadcast(bench_t *b, size_t max_bytes) {
     double ce = time_calls(b, launch_collgen_bc, &a, batch, 0);
     double cg = time_calls(b, launch_collgen_bc, &a, batch, 1);
     double ne = NAN, ng = NAN;
-    if (broadcast_ok(b, &a, launch_nccl_bc, "baseline (NCCL)")) {
+    if (!b->no_nccl && broadcast_ok(b, &a, launch_nccl_bc, "baseline (NCCL)")) {
       ne = time_calls(b, launch_nccl_bc, &a, batch, 0);
       ng = time_calls(b, launch_nccl_bc, &a, batch, 1);
     }
@@ -857,7 +863,7 @@ static void bench_all_gather(bench_t *b, size_t max_bytes) {
     double ce = time_calls(b, launch_collgen_ag, &a, batch, 0);
     double cg = time_calls(b, launch_collgen_ag, &a, batch, 1);
     double ne = NAN, ng = NAN;
-    if (all_gather_ok(b, &a, launch_nccl_ag, "baseline (NCCL)")) {
+    if (!b->no_nccl && all_gather_ok(b, &a, launch_nccl_ag, "baseline (NCCL)")) {
       ne = time_calls(b, launch_nccl_ag, &a, batch, 0);
       ng = time_calls(b, launch_nccl_ag, &a, batch, 1);
     }
@@ -881,7 +887,7 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   size_t max_bytes = 1u << 30;
   const char *csv = NULL;
-  int model = 0, floor_only = 0, fp8_only = 0;
+  int model = 0, floor_only = 0, fp8_only = 0, mapped = 0;
   if (argc == 3 && strcmp(argv[1], "--processes") == 0) { /* before CUDA: it forks */
     int64_t n = 0;
     if (collgen__parse_int(argv[2], 2, 8, &n) != 0) die("--processes", "an integer in 2..8");
@@ -894,6 +900,11 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--model") == 0) model = 1;
     else if (strcmp(argv[i], "--floor") == 0) floor_only = 1;
     else if (strcmp(argv[i], "--fp8") == 0) fp8_only = 1;
+    else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+      int64_t n = 0;
+      if (collgen__parse_int(argv[++i], 2, 8, &n) != 0) die("--ranks", "an integer in 2..8");
+      mapped = (int)n;
+    }
     else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
       if (collgen__parse_dtype(argv[++i], &b.dt) != 0) die("--dtype", "bf16, f16 or f32");
     } else if (strcmp(argv[i], "--group-size") == 0 && i + 1 < argc) {
@@ -908,6 +919,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N] "
                       "[--dtype bf16|f16|f32] [--group-size G] [--model] [--floor] [--fp8]\n"
+                      "                     [--ranks N]\n"
                       "       collgen-bench --processes N\n");
       return 2;
     }
@@ -917,11 +929,20 @@ int main(int argc, char **argv) {
   int count = 0;
   collgen__cu.cuDeviceGetCount(&count);
   b.n = count > 8 ? 8 : count;
+  if (b.n < 1) die("driver", "no GPU");
+  collgen_comm_options_t opts;
+  collgen_comm_options_init(&opts);
+  if (mapped > b.n) { /* several ranks a GPU: no NCCL, small grids */
+    b.n = mapped;
+    b.no_nccl = 1;
+    opts.allow_shared_devices = 1;
+    opts.max_blocks = 8;
+  }
   int devs[8];
-  for (int i = 0; i < b.n; ++i) devs[i] = i;
-  if (b.group < 0 || (b.group && b.n % b.group)) die("--group-size", "must divide the GPU count");
-  if (collgen_comm_create(&b.comm, b.n, devs, NULL) != COLLGEN_OK) die("comm", collgen_last_error());
-  for (int base = 0; base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
+  for (int i = 0; i < b.n; ++i) devs[i] = i % (count > 8 ? 8 : count);
+  if (b.group < 0 || (b.group && b.n % b.group)) die("--group-size", "must divide the rank count");
+  if (collgen_comm_create(&b.comm, b.n, devs, &opts) != COLLGEN_OK) die("comm", collgen_last_error());
+  for (int base = 0; !b.no_nccl && base < b.n; base += group_of(&b)) /* one NCCL communicator per group */
     NC(ncclCommInitAll(b.nccl + base, group_of(&b), devs + base));
   bench_prepare_ranks(&b);
   if (csv) {
@@ -934,6 +955,18 @@ int main(int argc, char **argv) {
   }
   int nver = 0;
   ncclGetVersion(&nver);
+  if (b.no_nccl) {
+    printf("collgen-bench: %d ranks mapped onto %d GPU(s) (grids of at most 8 blocks), no NCCL: "
+           "a check of the sections below; the times are not a measure\n", b.n, count);
+    bench_broadcast(&b, max_bytes);
+    bench_all_gather(&b, max_bytes);
+    bench_reduce_scatter(&b, max_bytes);
+    bench_reduce_scatter_rmsnorm(&b);
+    printf("\ncollgen-bench: done (all results checked against the CPU reference)\n");
+    if (b.csv) fclose(b.csv);
+    collgen_comm_destroy(b.comm);
+    return 0;
+  }
   printf("collgen-bench: %d GPU(s) (%s), NCCL %d (symmetric windows: %s), %d trials per point "
          "(median)\n", b.n, b.comm->arch[0], nver, nccl_sym_available() ? "yes" : "n/a", TRIALS);
   if (model || floor_only || fp8_only) { /* only the tables named */

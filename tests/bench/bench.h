@@ -30,6 +30,8 @@ typedef struct {
   FILE *csv;
   int quick;  /* only the sizes the benchmark issue quotes */
   int tune;   /* grid-cap sweep: few sizes, no NCCL */
+  int no_nccl; /* --ranks: ranks mapped onto fewer GPUs, where NCCL (one rank per
+               ** GPU) cannot run; its columns are nan */
   collgen_dtype_t dt;  /* element type of every op (--dtype) */
   int group;           /* ranks per group (--group-size; 0 = all) */
   void (*align)(void); /* --processes: meets the other processes before each timed batch */

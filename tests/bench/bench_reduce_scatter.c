@@ -98,7 +98,7 @@ void bench_reduce_scatter(bench_t *b, size_t max_bytes) {
     double ce = time_calls(b, launch_collgen_rs, &a, batch, 0);
     double cg = time_calls(b, launch_collgen_rs, &a, batch, 1);
     double ne = NAN, ng = NAN;
-    if (!b->tune && g == b->n && rs_ok(b, &a, launch_nccl_rs, "baseline (NCCL)", 0)) {
+    if (!b->tune && !b->no_nccl && g == b->n && rs_ok(b, &a, launch_nccl_rs, "baseline (NCCL)", 0)) {
       ne = time_calls(b, launch_nccl_rs, &a, batch, 0);
       ng = time_calls(b, launch_nccl_rs, &a, batch, 1);
     }

@@ -3,9 +3,11 @@
 ** fused op against ncclReduceScatter followed by the plain residual add +
 ** RMSNorm kernel (bench_rmsnorm_ref.c) on each rank's chunk, on the
 ** buffers of the residual section (rr_arg, in place). Rows are multiples of
-** the group so NCCL's chunks are even. collgen's residual_out is checked
-** bit for bit against the CPU reference before it is timed; the baseline
-** is timed unchecked. busbw as nccl-tests' reduce-scatter: algbw from the
+** the group so NCCL's chunks are even. Each path is checked against the
+** CPU reference before it is timed: collgen's residual_out bit for bit,
+** the baseline's within baseline_tolerance (NCCL rounds as it sums), both
+** normed rows within the rounding model; a wrong baseline is reported and
+** left out (nan). busbw as nccl-tests' reduce-scatter: algbw from the
 ** whole x (rows x cols), busbw = algbw * (n-1)/n.
 */
 #include <math.h>
@@ -44,9 +46,11 @@ static void launch_nccl(bench_t *b, void *vp, int iter) {
                              a->cols);
 }
 
-/* One fused call on a fresh residual: every rank's chunk of residual_out
-** equals the reference's bits. */
-static int fused_ok(bench_t *b, rr_arg *a) {
+/* One call of fn on a fresh residual with poisoned normed outputs: every
+** rank's chunk of residual_out equals the reference's bits (`exact`) or is
+** within baseline_tolerance, and its normed rows are the RMSNorm of that
+** residual_out. 1 when right, else 0 with a message naming `who`. */
+static int result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact) {
   const int g = group_of(b);
   const size_t esz = (size_t)esize_of(b), bytes = (size_t)(a->rows * a->cols) * esz;
   void *hx[8], *hres = malloc(bytes), *gamma = malloc((size_t)a->cols * esz);
@@ -59,8 +63,9 @@ static int fused_ok(bench_t *b, rr_arg *a) {
     hx[r] = malloc(bytes + 1);
     collgen__dev_download(b->comm, r, hx[r], x_slot(a, r, 0), bytes);
     collgen__dev_upload(b->comm, r, a->res[r], hres, bytes);
+    collgen__dev_fill(b->comm, r, a->normed[r], 0xff, bytes);
   }
-  launch_fused(b, a, 0);
+  fn(b, a, 0);
   sync_all(b);
   int ok = 1;
   for (int r = 0; r < b->n && ok; ++r) {
@@ -70,11 +75,21 @@ static int fused_ok(bench_t *b, rr_arg *a) {
     collgen__ref_reduce_scatter_rmsnorm(b->dt, g, r - base, a->rows, a->cols,
                                         (const void *const *)&hx[base], hres, gamma, 1e-6f, 1.0f,
                                         NULL, want_r);
-    collgen__dev_download(b->comm, r, got, a->res[r], (size_t)(count * a->cols) * esz);
-    ok = memcmp(got, want_r, (size_t)(count * a->cols) * esz) == 0;
+    const int64_t n = count * a->cols;
+    collgen__dev_download(b->comm, r, got, a->res[r], (size_t)n * esz);
+    ok = values_match(b, got, want_r, n, exact);
     if (!ok)
-      fprintf(stderr, "collgen-bench: reduce_scatter_rmsnorm %lldx%lld: residual_out of rank %d "
-              "differs from the reference\n", (long long)a->rows, (long long)a->cols, r);
+      fprintf(stderr, "collgen-bench: %s reduce_scatter_rmsnorm %lldx%lld: residual_out of rank "
+              "%d differs from the reference%s\n", who, (long long)a->rows, (long long)a->cols, r,
+              exact ? "" : " by more than the baseline's tolerance");
+    int64_t bad_row = -1;
+    void *normed = want_r; /* the reference is compared; its buffer is free now */
+    collgen__dev_download(b->comm, r, normed, a->normed[r], (size_t)n * esz);
+    if (ok && !normed_rows_ok(b, count, a->cols, normed, got, gamma, &bad_row)) {
+      fprintf(stderr, "collgen-bench: %s reduce_scatter_rmsnorm %lldx%lld: normed row %lld of "
+              "rank %d wrong\n", who, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
+      ok = 0;
+    }
   }
   for (int r = 0; r < b->n; ++r) free(hx[r]);
   free(hres), free(gamma), free(want_r), free(got);
@@ -96,13 +111,20 @@ void bench_reduce_scatter_rmsnorm(bench_t *b) {
     if (b->quick && ri % 2) continue;
     rr_arg a;
     rr_alloc(b, &a, rows, cols, 0, &seed);
-    if (!fused_ok(b, &a)) exit(1);
+    if (!result_ok(b, &a, launch_fused, "collgen", 1)) exit(1);
     const size_t bytes = (size_t)(rows * cols) * (size_t)esize_of(b);
     const int batch = batch_for(bytes);
     double ce = time_calls(b, launch_fused, &a, batch, 0);
     double cg = time_calls(b, launch_fused, &a, batch, 1);
-    double ne = time_calls(b, launch_nccl, &a, batch, 0);
-    double ng = time_calls(b, launch_nccl, &a, batch, 1);
+    double ne = NAN, ng = NAN;
+    if (!b->no_nccl) {
+      if (result_ok(b, &a, launch_nccl, "baseline (NCCL + plain)", 0)) {
+        ne = time_calls(b, launch_nccl, &a, batch, 0);
+        ng = time_calls(b, launch_nccl, &a, batch, 1);
+      } else {
+        fprintf(stderr, "collgen-bench: the baseline is wrong; its times are left out (nan)\n");
+      }
+    }
     double algbw = (double)bytes / (cg * 1e3), busbw = algbw * (g - 1) / g;
     double nbusbw = (double)bytes / (ng * 1e3) * (g - 1) / g;
     printf("%6lld %10.2f %10.2f %10.2f %10.2f %8.2f %8.1f %10.1f\n", (long long)rows, ce, cg, ne,
