@@ -2,6 +2,7 @@
 
     python3 tests/bench/norm_vs_torch.py [--csv FILE] [--shapes 8192x8192,...]
                                          [--only collgen] [--label NAME] [--ranks N]
+                                         [--processes K]
 
 A group of one rank of collgen's allreduce_residual_rmsnorm is a residual
 add and an RMSNorm: residual_out = round(x + residual), normed =
@@ -30,14 +31,23 @@ ranks' kernels share the GPU, so the time is for A/B of one tree against
 another, not a measure of a multi-GPU call); every rank's outputs are
 checked against the reference of the sum.
 
+--processes K (2..9) runs the whole comparison in K processes one after
+the other and reports, per shape and way, the median of the K processes'
+times, and the range of the per-process speed-ups: Inductor's time moves
+by up to 17% between processes at small shapes (docs/benchmarks.md), more
+than within one.
+
 Prints a table and writes the CSV (--csv). Needs torch with CUDA and the
 collgen package (PYTHONPATH=python, COLLGEN_LIBRARY=build/libcollgen.so).
 """
 
 import argparse
 import csv
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -134,6 +144,69 @@ def parse_shapes(text):
     return shapes
 
 
+def over_processes(args):
+    """Runs this program args.processes times (the same arguments, one
+    process each, CSVs in a temporary folder), then prints and writes
+    (--csv) per shape the median over the processes of each way's time,
+    the speed-up over torch.compile of those medians and the range of the
+    processes' own speed-ups. Returns the worst exit status."""
+    argv, skip = [], False
+    for a in sys.argv[1:]:  # this run's arguments less --processes and --csv
+        if skip:
+            skip = False
+        elif a in ("--processes", "--csv"):
+            skip = True
+        elif not a.startswith(("--processes=", "--csv=")):
+            argv.append(a)
+    runs, worst = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.processes):
+            path = os.path.join(tmp, f"{k}.csv")
+            print(f"== process {k + 1} of {args.processes}", flush=True)
+            rc = subprocess.call([sys.executable, os.path.abspath(__file__), *argv, "--csv", path])
+            worst = max(worst, rc)
+            if os.path.exists(path):
+                with open(path) as fh:
+                    runs.append(list(csv.DictReader(fh)))
+    if not runs:
+        return worst or 1
+    ways = ("eager_us", "compile_us", "collgen_us")
+    out = []
+    print(f"# medians over {len(runs)} processes")
+    print(f"{'shape':>12} {'eager us':>9} {'compile us':>10} {'collgen us':>10} "
+          f"{'vs compile':>10} {'per process':>13}")
+    for i, first in enumerate(runs[0]):
+        same = [r[i] for r in runs if i < len(r) and (r[i]["rows"], r[i]["cols"]) ==
+                (first["rows"], first["cols"])]
+        med = {}
+        for w in ways:
+            vals = [float(r[w]) for r in same if r[w]]
+            med[w] = statistics.median(vals) if len(vals) == len(same) else None
+        ratios = [float(r["compile_us"]) / float(r["collgen_us"]) for r in same
+                  if r["compile_us"] and r["collgen_us"]]
+        speedup = med["compile_us"] / med["collgen_us"] if med["compile_us"] and med["collgen_us"] \
+            else None
+        span = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+
+        def f(v, w):
+            return f"{v:>{w}.2f}" if v is not None else f"{'-':>{w}}"
+
+        print(f"{first['rows'] + 'x' + first['cols']:>12} {f(med['eager_us'], 9)} "
+              f"{f(med['compile_us'], 10)} {f(med['collgen_us'], 10)} {f(speedup, 9)}x "
+              f"{span:>13}", flush=True)
+        out.append({"label": first["label"], "ranks": first["ranks"], "rows": first["rows"],
+                    "cols": first["cols"], "processes": len(same),
+                    **{w: "" if med[w] is None else f"{med[w]:.3f}" for w in ways},
+                    "floor_us": first["floor_us"], "speedup_min": f"{min(ratios):.3f}" if ratios
+                    else "", "speedup_max": f"{max(ratios):.3f}" if ratios else ""})
+    if args.csv:
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(out[0].keys()))
+            w.writeheader()
+            w.writerows(out)
+    return worst
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1].strip())
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="ROWSxCOLS,... (bf16)")
@@ -142,7 +215,12 @@ def main():
     ap.add_argument("--label", default="", help="a tag for the CSV's label column")
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--ranks", type=int, default=1, help="ranks mapped onto the GPU (collgen only)")
+    ap.add_argument("--processes", type=int, default=1, help="run in K processes, report medians")
     args = ap.parse_args()
+    if not 1 <= args.processes <= 9:
+        raise SystemExit("--processes: 1..9")
+    if args.processes > 1:
+        return over_processes(args)
     if not 3 <= args.replays <= 1000:
         raise SystemExit("--replays: 3..1000")
     if not 1 <= args.ranks <= 8:
