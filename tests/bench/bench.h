@@ -131,6 +131,8 @@ typedef struct {
 ** ARENA_MIN), every buffer allocated, x random, one random gamma. */
 void rr_alloc(bench_t *b, rr_arg *a, int64_t rows, int64_t cols, int nslots, uint64_t *seed);
 void rr_free(bench_t *b, rr_arg *a);
+/* Rank r's x of call `iter` (slot iter % nslots). */
+const void *rr_x_of(const rr_arg *a, int r, int iter);
 /* Call `iter` (x slot iter % nslots) of: the fused op; ncclAllReduce into
 ** sum + the plain add+RMSNorm kernel; collgen_allreduce_sum + the same. */
 void rr_launch_fused(bench_t *b, void *a, int iter);
@@ -142,9 +144,11 @@ int rr_sym_attach(bench_t *b, const rr_arg *a, rr_arg *s, sym_buf *w);
 /* Runs fn once (call 0: x slot 0) on a fresh residual with poisoned
 ** normed outputs and checks every rank against the CPU reference:
 ** residual_out bit for bit when `exact`, else within baseline_tolerance;
-** normed within the rounding model. 1 when right, else 0 with a message
-** naming `who` and the rank. */
-int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact);
+** normed within the rounding model. `chunked`: the op is
+** reduce_scatter_rmsnorm, so each rank holds only its chunk of the rows
+** (collgen__scatter_chunk). 1 when right, else 0 with a message naming
+** `who` and the rank. */
+int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact, int chunked);
 /* The sections: against the unfused baselines, and the FP8 output against
 ** the plain fused op (skipped below sm_89). */
 void bench_residual_rmsnorm(bench_t *b);

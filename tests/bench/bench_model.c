@@ -129,7 +129,7 @@ static int variant_ok(bench_t *b, model_arg *m, int v) {
   if (v == V_COMPUTE) return 1;
   compute(b, m, 0); /* x slot 0 as layer 0 writes it: rr_result_ok reads it first */
   sync_all(b);
-  return rr_result_ok(b, &m->rr, layer, variant_name[v], v == V_FUSED || v == V_PDL);
+  return rr_result_ok(b, &m->rr, layer, variant_name[v], v == V_FUSED || v == V_PDL, 0);
 }
 
 /* One point: every variant checked, then timed; prints a row. */

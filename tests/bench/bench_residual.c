@@ -22,8 +22,9 @@
 
 #include "bench.h"
 #include "bench_rmsnorm_ref.h"
+#include "shape.h"
 
-static const void *x_of(const rr_arg *a, int r, int iter) {
+const void *rr_x_of(const rr_arg *a, int r, int iter) {
   return a->x[r] + (size_t)(iter % a->nslots) * a->slot;
 }
 
@@ -31,7 +32,7 @@ static const void *x_of(const rr_arg *a, int r, int iter) {
 static void call_args(const bench_t *b, const rr_arg *a, int iter, const void **x,
                       const int64_t **shapes) {
   for (int r = 0; r < b->n; ++r) {
-    x[r] = x_of(a, r, iter);
+    x[r] = rr_x_of(a, r, iter);
     shapes[r] = a->shape;
   }
 }
@@ -59,7 +60,7 @@ void rr_launch_nccl(bench_t *b, void *vp, int iter) {
   rr_arg *a = vp;
   NC(ncclGroupStart());
   for (int r = 0; r < b->n; ++r)
-    NC(ncclAllReduce(x_of(a, r, iter), a->sum[r], (size_t)(a->rows * a->cols), nccl_type(b->dt),
+    NC(ncclAllReduce(rr_x_of(a, r, iter), a->sum[r], (size_t)(a->rows * a->cols), nccl_type(b->dt),
                      ncclSum, b->nccl[r], (cudaStream_t)b->streams[r]));
   NC(ncclGroupEnd());
   launch_plain(b, a);
@@ -83,8 +84,9 @@ double baseline_tolerance(const bench_t *b) {
   return (g + 1) * ldexp(1.0, ilogb(2.0 * (g + 1)) - bits);
 }
 
-int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact) {
+int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact, int chunked) {
   const int g = group_of(b);
+  const char *op = chunked ? "reduce_scatter_rmsnorm" : "residual_rmsnorm";
   const int64_t n = a->rows * a->cols;
   const size_t esz = (size_t)esize_of(b), bytes = (size_t)n * esz, gb = (size_t)a->cols * esz;
   void *hx[8], *hres = malloc(bytes), *gamma = malloc(gb), *want_r = malloc(bytes);
@@ -95,7 +97,7 @@ int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact
   collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb); /* every rank has the same gamma */
   for (int r = 0; r < b->n; ++r) {
     hx[r] = malloc(bytes + 1);
-    collgen__dev_download(b->comm, r, hx[r], x_of(a, r, 0), bytes);
+    collgen__dev_download(b->comm, r, hx[r], rr_x_of(a, r, 0), bytes);
     collgen__dev_upload(b->comm, r, a->res[r], hres, bytes);
     collgen__dev_fill(b->comm, r, a->normed[r], 0xff, bytes);
   }
@@ -104,17 +106,25 @@ int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact
   int ok = 1;
   for (int r = 0; r < b->n && ok; ++r) {
     const int base = r - r % g;
-    int64_t bad_row = -1;
-    collgen__ref_allreduce_residual_rmsnorm(b->dt, g, a->rows, a->cols,
-                                            (const void *const *)&hx[base], hres, gamma, 1e-6f,
-                                            1.0f, want_n, want_r);
-    collgen__dev_download(b->comm, r, got, a->res[r], bytes);
-    for (int64_t i = 0; ok && i < n; ++i) {
+    int64_t bad_row = -1, start = 0, rows = a->rows; /* the rows this rank's outputs hold */
+    if (chunked) {
+      collgen__scatter_chunk(a->rows, g, r - base, &start, &rows);
+      collgen__ref_reduce_scatter_rmsnorm(b->dt, g, r - base, a->rows, a->cols,
+                                          (const void *const *)&hx[base], hres, gamma, 1e-6f,
+                                          1.0f, NULL, want_r);
+    } else {
+      collgen__ref_allreduce_residual_rmsnorm(b->dt, g, a->rows, a->cols,
+                                              (const void *const *)&hx[base], hres, gamma, 1e-6f,
+                                              1.0f, want_n, want_r);
+    }
+    const int64_t held = rows * a->cols; /* elements of this rank's residual_out */
+    collgen__dev_download(b->comm, r, got, a->res[r], (size_t)held * esz);
+    for (int64_t i = 0; ok && i < held; ++i) {
       double d = fabs((double)collgen__ref_load(b->dt, got, i) - collgen__ref_load(b->dt, want_r, i));
       if (exact ? memcmp((char *)got + i * (int64_t)esz, (char *)want_r + i * (int64_t)esz, esz) != 0
                 : !(d <= baseline_tolerance(b))) {
-        fprintf(stderr, "collgen-bench: %s residual_rmsnorm %lldx%lld: residual_out of rank %d "
-                "element %lld is %g, the reference %g\n", who, (long long)a->rows,
+        fprintf(stderr, "collgen-bench: %s %s %lldx%lld: residual_out of rank %d "
+                "element %lld is %g, the reference %g\n", who, op, (long long)a->rows,
                 (long long)a->cols, r, (long long)i, collgen__ref_load(b->dt, got, i),
                 collgen__ref_load(b->dt, want_r, i));
         ok = 0;
@@ -122,10 +132,10 @@ int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact
     }
     /* normed is checked against the RMSNorm of the rank's own residual_out */
     void *normed = want_n;
-    collgen__dev_download(b->comm, r, normed, a->normed[r], bytes);
-    if (ok && !normed_rows_ok(b, a->rows, a->cols, normed, got, gamma, &bad_row)) {
-      fprintf(stderr, "collgen-bench: %s residual_rmsnorm %lldx%lld: normed row %lld of rank %d "
-              "wrong\n", who, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
+    collgen__dev_download(b->comm, r, normed, a->normed[r], (size_t)held * esz);
+    if (ok && !normed_rows_ok(b, rows, a->cols, normed, got, gamma, &bad_row)) {
+      fprintf(stderr, "collgen-bench: %s %s %lldx%lld: normed row %lld of rank %d wrong\n", who,
+              op, (long long)a->rows, (long long)a->cols, (long long)bad_row, r);
       ok = 0;
     }
   }
@@ -210,12 +220,12 @@ void bench_residual_rmsnorm(bench_t *b) {
       rr_arg a, sa;
       sym_buf w;
       rr_alloc(b, &a, rows, cols, 0, &seed);
-      if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1)) exit(1);
+      if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1, 0)) exit(1);
       /* the baselines are checked too: a wrong one is reported, not timed */
-      int nccl_ok = rr_result_ok(b, &a, rr_launch_nccl, "baseline (NCCL + plain)", 0);
-      int unfused_ok = rr_result_ok(b, &a, rr_launch_unfused, "baseline (collgen allreduce + plain)", 0);
+      int nccl_ok = rr_result_ok(b, &a, rr_launch_nccl, "baseline (NCCL + plain)", 0, 0);
+      int unfused_ok = rr_result_ok(b, &a, rr_launch_unfused, "baseline (collgen allreduce + plain)", 0, 0);
       int sym_ok = rr_sym_attach(b, &a, &sa, &w) == 0;
-      int sym_right = sym_ok && rr_result_ok(b, &sa, rr_launch_nccl, "baseline (NCCL symmetric + plain)", 0);
+      int sym_right = sym_ok && rr_result_ok(b, &sa, rr_launch_nccl, "baseline (NCCL symmetric + plain)", 0, 0);
       if (!nccl_ok || !unfused_ok || sym_ok != sym_right)
         fprintf(stderr, "collgen-bench: a baseline is wrong; its times are left out (nan)\n");
       const size_t bytes = (size_t)(a.rows * a.cols) * esz;
@@ -280,7 +290,7 @@ static void check_fp8(bench_t *b, rr_arg *a) {
   collgen__dev_download(b->comm, 0, gamma, a->gamma[0], gb);
   for (int r = 0; r < b->n; ++r) {
     hx[r] = malloc(bytes + 1);
-    collgen__dev_download(b->comm, r, hx[r], x_of(a, r, 0), bytes);
+    collgen__dev_download(b->comm, r, hx[r], rr_x_of(a, r, 0), bytes);
     collgen__dev_upload(b->comm, r, a->res[r], hres, bytes);
     collgen__dev_fill(b->comm, r, a->q[r], 0xff, (size_t)n);
     collgen__dev_fill(b->comm, r, a->scales[r], 0xff, (size_t)a->rows * sizeof(float));
@@ -345,7 +355,7 @@ void bench_residual_rmsnorm_fp8(bench_t *b) {
       if (collgen__dev_alloc(b->comm, r, (size_t)(a.rows * a.cols), &a.q[r]) ||
           collgen__dev_alloc(b->comm, r, (size_t)a.rows * sizeof(float), (void **)&a.scales[r]))
         die("alloc", collgen_comm_last_error(b->comm));
-    if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1)) exit(1);
+    if (!rr_result_ok(b, &a, rr_launch_fused, "collgen", 1, 0)) exit(1);
     const int batch = batch_for((size_t)(a.rows * a.cols) * (size_t)esize_of(b));
     double t[3];
     t[0] = time_calls(b, rr_launch_fused, &a, batch, 1);

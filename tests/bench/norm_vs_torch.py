@@ -130,6 +130,21 @@ def captured(fn, calls):
     return graph
 
 
+def cell(v, w=9, p=2):
+    """v right-aligned in w columns with p decimals, or '-' for None."""
+    return f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
+
+
+def write_csv(path, rows):
+    """The table as CSV: floats with 3 decimals, None as an empty field."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" if v is None else (f"{v:.3f}" if isinstance(v, float) else v)
+                        for k, v in r.items()})
+
+
 def parse_shapes(text):
     shapes = []
     for item in text.split(","):
@@ -188,22 +203,16 @@ def over_processes(args):
             else None
         span = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
 
-        def f(v, w):
-            return f"{v:>{w}.2f}" if v is not None else f"{'-':>{w}}"
-
-        print(f"{first['rows'] + 'x' + first['cols']:>12} {f(med['eager_us'], 9)} "
-              f"{f(med['compile_us'], 10)} {f(med['collgen_us'], 10)} {f(speedup, 9)}x "
+        print(f"{first['rows'] + 'x' + first['cols']:>12} {cell(med['eager_us'], 9)} "
+              f"{cell(med['compile_us'], 10)} {cell(med['collgen_us'], 10)} {cell(speedup, 9)}x "
               f"{span:>13}", flush=True)
         out.append({"label": first["label"], "ranks": first["ranks"], "rows": first["rows"],
                     "cols": first["cols"], "processes": len(same),
-                    **{w: "" if med[w] is None else f"{med[w]:.3f}" for w in ways},
-                    "floor_us": first["floor_us"], "speedup_min": f"{min(ratios):.3f}" if ratios
-                    else "", "speedup_max": f"{max(ratios):.3f}" if ratios else ""})
+                    **med, "floor_us": first["floor_us"],
+                    "speedup_min": min(ratios) if ratios else None,
+                    "speedup_max": max(ratios) if ratios else None})
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(out[0].keys()))
-            w.writeheader()
-            w.writerows(out)
+        write_csv(args.csv, out)
     return worst
 
 
@@ -284,22 +293,14 @@ def main():
                "collgen_us": us.get("collgen"), "floor_us": floor}
         rows_out.append(row)
 
-        def f(v, w=9, p=2):
-            return f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
-
         ratio = (us["compile"] / us["collgen"]) if "compile" in us and "collgen" in us else None
         eff = (floor / us["collgen"] * 100) if floor and "collgen" in us else None
-        print(f"{f'{rows}x{cols}':>12} {f(us.get('eager'))} {f(us.get('compile'), 10)} "
-              f"{f(us.get('collgen'), 10)} {f(ratio, 9)}x {f(floor, 8, 1)} "
+        print(f"{f'{rows}x{cols}':>12} {cell(us.get('eager'))} {cell(us.get('compile'), 10)} "
+              f"{cell(us.get('collgen'), 10)} {cell(ratio, 9)}x {cell(floor, 8, 1)} "
               f"{(f'{eff:.1f}%' if eff else '-'):>13}", flush=True)
         torch.cuda.empty_cache()
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows_out[0].keys()))
-            w.writeheader()
-            for r in rows_out:
-                w.writerow({k: ("" if v is None else (f"{v:.3f}" if isinstance(v, float) else v))
-                            for k, v in r.items()})
+        write_csv(args.csv, rows_out)
     comm.close()
     return 1 if failures else 0
 
