@@ -1,11 +1,12 @@
 /*
 ** generator.c -- the public JIT API: plan a shape, list the kernels of a
 ** shape class, render a source, get its cubin through the cache (memory,
-** then disk, then NVRTC).
+** then disk, then NVRTC), and build many cubins ahead on several threads.
 */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,33 +211,18 @@ static void fill_info(collgen_kernel_info_t *info, const collgen__entry *e,
   info->milliseconds = collgen__now_ms() - t0;
 }
 
-/* Memory table, disk, NVRTC, in that order; stores the entry in *out. */
-static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
-                     const collgen_plan_t *plan, collgen_kernel_info_t *info, double t0,
-                     const collgen__entry **out) {
-  uint8_t key[32];
-  compute_key(g, plan, key);
-  const collgen__entry *e = collgen__cache_find_memory(g->cache, key);
-  if (e) {
-    fill_info(info, e, 2, t0);
-    *out = e;
-    return COLLGEN_OK;
-  }
-  /* A disk hit must not pay for loading NVRTC (~25 ms). Entries carry the
-  ** NVRTC version that built them; once NVRTC is loaded in this process,
-  ** entries built by another version are treated as stale and rebuilt. */
-  int major = -1, minor = -1;
-  collgen__nvrtc_loaded(&major, &minor);
-  e = collgen__cache_find_disk(g->cache, key, major, minor);
-  if (e) {
-    fill_info(info, e, 1, t0);
-    *out = e;
-    return COLLGEN_OK;
-  }
+/* Renders and compiles the kernel of `plan` (key `key`) with g's Lua state
+** and NVRTC, into a new entry that no cache holds yet (*out). Touches
+** nothing of g but its Lua state, err and log, so generators on different
+** threads build at once. */
+static int build_entry(collgen_generator_t *g, const collgen_shape_t *shape,
+                       const collgen_plan_t *plan, const uint8_t key[32],
+                       collgen__entry **out) {
   char nverr[1024];
   if (collgen__nvrtc_load(nverr, sizeof nverr) != COLLGEN_OK)
     return collgen__fail(g->err, sizeof g->err, COLLGEN_ERR_NO_NVRTC,
                          "%s: not in the cache and %s", plan->kernel, nverr);
+  int major = -1, minor = -1;
   collgen_nvrtc_version(&major, &minor);
 
   char *source = NULL;
@@ -284,6 +270,36 @@ static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
   ne->nvrtc_minor = minor;
   snprintf(ne->kernel, sizeof ne->kernel, "%s", plan->kernel);
   snprintf(ne->canonical, sizeof ne->canonical, "%s", plan->canonical);
+  *out = ne;
+  return COLLGEN_OK;
+}
+
+/* Memory table, disk, NVRTC, in that order; stores the entry in *out. */
+static int get_entry(collgen_generator_t *g, const collgen_shape_t *shape,
+                     const collgen_plan_t *plan, collgen_kernel_info_t *info, double t0,
+                     const collgen__entry **out) {
+  uint8_t key[32];
+  compute_key(g, plan, key);
+  const collgen__entry *e = collgen__cache_find_memory(g->cache, key);
+  if (e) {
+    fill_info(info, e, 2, t0);
+    *out = e;
+    return COLLGEN_OK;
+  }
+  /* A disk hit must not pay for loading NVRTC (~25 ms). Entries carry the
+  ** NVRTC version that built them; once NVRTC is loaded in this process,
+  ** entries built by another version are treated as stale and rebuilt. */
+  int major = -1, minor = -1;
+  collgen__nvrtc_loaded(&major, &minor);
+  e = collgen__cache_find_disk(g->cache, key, major, minor);
+  if (e) {
+    fill_info(info, e, 1, t0);
+    *out = e;
+    return COLLGEN_OK;
+  }
+  collgen__entry *ne = NULL;
+  int rc = build_entry(g, shape, plan, key, &ne);
+  if (rc != COLLGEN_OK) return rc;
   *out = collgen__cache_put(g->cache, ne);
   fill_info(info, *out, 0, t0);
   return COLLGEN_OK;
@@ -330,4 +346,84 @@ int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape
                             collgen_plan_t *spare, const collgen_plan_t **plan,
                             const struct collgen__entry **entry) {
   return resolve(g, shape, spare, NULL, plan, entry);
+}
+
+/* ---- building ahead, on several threads (collgen_comm_prepare) ---- */
+
+/* One kernel to build: its shape, plan and key; `built` is the worker's. */
+typedef struct {
+  collgen_shape_t shape;
+  collgen_plan_t plan;
+  uint8_t key[32];
+  collgen__entry *built;
+} build_job;
+
+typedef struct {
+  build_job *jobs;
+  int count;
+  int next;                /* the next job to take (atomic) */
+  const uint8_t *bundle;   /* the template bundle the keys were made with */
+} build_pool;
+
+/* A worker: its own generator without a cache (a Lua state of its own),
+** then jobs until none is left. A job that fails stays unbuilt. */
+static void *build_worker(void *arg) {
+  build_pool *pool = arg;
+  collgen_generator_t *w = calloc(1, sizeof *w);
+  char err[COLLGEN_ERRBUF];
+  if (!w || collgen__lua_create(&w->lua, err, sizeof err) != COLLGEN_OK) {
+    free(w);
+    return NULL;
+  }
+  /* Keys were made from the caller's templates: a tree read differently
+  ** here (edited in between) must not be stored under them. */
+  if (memcmp(collgen__lua_bundle_hash(w->lua), pool->bundle, 32) == 0)
+    for (int i; (i = __atomic_fetch_add(&pool->next, 1, __ATOMIC_RELAXED)) < pool->count;)
+      if (build_entry(w, &pool->jobs[i].shape, &pool->jobs[i].plan, pool->jobs[i].key,
+                      &pool->jobs[i].built) != COLLGEN_OK)
+        pool->jobs[i].built = NULL;
+  collgen_generator_destroy(w);
+  return NULL;
+}
+
+int collgen__generator_build_ahead(collgen_generator_t *g, const collgen_shape_t *shapes,
+                                   int count, int threads) {
+  if (!g || count < 2 || threads < 2) return 0;
+  build_job *jobs = calloc((size_t)count, sizeof *jobs);
+  if (!jobs) return 0;
+  int n = 0, major = -1, minor = -1;
+  collgen__nvrtc_loaded(&major, &minor);
+  for (int i = 0; i < count; ++i) {
+    build_job *j = &jobs[n];
+    j->shape = shapes[i];
+    if (collgen_plan(g, &j->shape, &j->plan) != COLLGEN_OK || j->plan.copy_from >= 0) continue;
+    compute_key(g, &j->plan, j->key);
+    int seen = 0;
+    for (int k = 0; k < n && !seen; ++k) seen = memcmp(jobs[k].key, j->key, 32) == 0;
+    if (seen || collgen__cache_find_memory(g->cache, j->key) ||
+        collgen__cache_find_disk(g->cache, j->key, major, minor))
+      continue;
+    ++n;
+  }
+  char nverr[64];
+  if (n < 2 || collgen__nvrtc_load(nverr, sizeof nverr) != COLLGEN_OK) {
+    free(jobs); /* one kernel (or none) is the caller's own fetch */
+    return 0;
+  }
+  build_pool pool = {jobs, n, 0, collgen__lua_bundle_hash(g->lua)};
+  if (threads > n) threads = n;
+  pthread_t tid[COLLGEN_MAX_JIT_THREADS];
+  int started = 0;
+  for (; started < threads - 1 && started < COLLGEN_MAX_JIT_THREADS; ++started)
+    if (pthread_create(&tid[started], NULL, build_worker, &pool) != 0) break;
+  build_worker(&pool); /* this thread works too */
+  for (int t = 0; t < started; ++t) pthread_join(tid[t], NULL);
+  int built = 0;
+  for (int i = 0; i < n; ++i)
+    if (jobs[i].built) {
+      collgen__cache_put(g->cache, jobs[i].built); /* memory, then disk where writable */
+      ++built;
+    }
+  free(jobs);
+  return built;
 }

@@ -17,4 +17,16 @@ const char *collgen__generator_cache_dir(const collgen_generator_t *g);
 int collgen__resolve_kernel(collgen_generator_t *g, const collgen_shape_t *shape,
                             collgen_plan_t *spare, const collgen_plan_t **plan,
                             const collgen__entry **entry);
+
+/* Builds ahead, on up to `threads` threads (this one included), every
+** kernel of shapes[0..count) that neither g's memory nor its disk cache
+** holds, and adds each to g's cache (memory, and disk where writable), so
+** that the caller's fetches that follow are hits. Each thread renders with
+** a Lua state of its own; NVRTC compiles programs of different threads at
+** once. Fewer than two kernels to build, or NVRTC missing: builds nothing
+** (the caller's own fetch then compiles, or reports why it cannot). A
+** kernel that fails to build is left out: the caller's fetch meets the
+** failure again and reports it. Returns the number of kernels built. */
+int collgen__generator_build_ahead(collgen_generator_t *g, const collgen_shape_t *shapes,
+                                   int count, int threads);
 #endif

@@ -2,11 +2,15 @@
 ** prepare.c -- loads kernels ahead of the calls that need them
 ** (collgen_comm_prepare, collgen_comm_prepare_class): loading code into a
 ** context waits until that device is idle, so a program that must never
-** stall on a first call loads while its GPUs are idle.
+** stall on a first call loads while its GPUs are idle. The kernels that
+** the cache lacks are compiled first, several at once
+** (collgen__generator_build_ahead, COLLGEN_JIT_THREADS).
 */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "generator.h"
 #include "op_runtime.h"
 
 /* Checks one shape against the communicator; resolves group_size. */
@@ -32,12 +36,24 @@ static int check_shape(collgen_comm_t *c, const collgen_shape_t *in, int i, coll
   return COLLGEN_OK;
 }
 
-/* Loads the kernel of every group of one checked shape (none where the
-** plan is a copy: collgen__group_prepare). */
-static int load_shape(collgen_comm_t *c, collgen_shape_t *s) {
-  CUfunction fn[COLLGEN_MAX_DEVICES];
+/* One group's kernel of a checked shape: the shape as that group runs it
+** (on the NCCL route, this rank's local kernel, a group of one) and the
+** group's first rank and size. */
+typedef struct {
+  collgen_shape_t shape;
+  int base, size;
+} group_kernel;
+
+/* The kernels shape s needs on this communicator, one per group whose
+** kernel this process loads, in out[0..] (at most c->ndev); returns how
+** many. */
+static int group_kernels(const collgen_comm_t *c, const collgen_shape_t *s, group_kernel *out) {
+  int n = 0;
   for (int base = 0; base < c->ndev; base += s->group_size) {
-    int rc;
+    group_kernel *k = &out[n];
+    k->shape = *s;
+    k->base = base;
+    k->size = s->group_size;
     if (collgen__route_of(c, s->group_size, base) == COLLGEN_TRANSPORT_NCCL) {
       /* NCCL path (op_nccl.c): this rank's local kernel, the op on a group
       ** of one over the same rows and cols; an op whose exchange is the
@@ -45,15 +61,16 @@ static int load_shape(collgen_comm_t *c, collgen_shape_t *s) {
       if (!collgen__op_runtime_find(s->op)->nccl_local || c->self < base ||
           c->self >= base + s->group_size)
         continue;
-      collgen_shape_t local = *s;
-      local.group_size = 1;
-      rc = collgen__group_prepare(c, &local, c->self, 1, fn, NULL);
-    } else {
-      rc = collgen__group_prepare(c, s, base, s->group_size, fn, NULL);
+      k->shape.group_size = 1;
+      k->base = c->self;
+      k->size = 1;
     }
-    if (rc != COLLGEN_OK) return rc;
+    /* the arch the group's kernel is built for (collgen__group_prepare) */
+    _Static_assert(sizeof k->shape.arch == sizeof c->arch[0], "arch strings differ in size");
+    memcpy(k->shape.arch, c->arch[k->base], sizeof k->shape.arch);
+    ++n;
   }
-  return COLLGEN_OK;
+  return n;
 }
 
 int collgen_comm_prepare(collgen_comm_t *c, const collgen_shape_t *shapes, int count) {
@@ -68,8 +85,29 @@ int collgen_comm_prepare(collgen_comm_t *c, const collgen_shape_t *shapes, int c
   collgen_shape_t *checked = malloc((size_t)(count ? count : 1) * sizeof *checked);
   if (!checked) return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; rc == COLLGEN_OK && i < count; ++i) rc = check_shape(c, &shapes[i], i, &checked[i]);
-  for (int i = 0; rc == COLLGEN_OK && i < count; ++i) rc = load_shape(c, &checked[i]);
+  group_kernel *kernels = NULL;
+  int nkernels = 0;
+  if (rc == COLLGEN_OK && count > 0) {
+    kernels = malloc((size_t)count * (size_t)c->ndev * sizeof *kernels);
+    if (!kernels) rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
+  }
+  for (int i = 0; rc == COLLGEN_OK && i < count; ++i)
+    nkernels += group_kernels(c, &checked[i], &kernels[nkernels]);
   free(checked);
+  if (rc == COLLGEN_OK && nkernels > 1) {
+    /* The cache misses compile at once on several threads; the loads below
+    ** then find every kernel built (and report what failed to build). */
+    collgen_shape_t *wanted = malloc((size_t)nkernels * sizeof *wanted);
+    if (wanted) {
+      for (int k = 0; k < nkernels; ++k) wanted[k] = kernels[k].shape;
+      collgen__generator_build_ahead(c->gen, wanted, nkernels, collgen__param_jit_threads());
+      free(wanted);
+    }
+  }
+  CUfunction fn[COLLGEN_MAX_DEVICES];
+  for (int k = 0; rc == COLLGEN_OK && k < nkernels; ++k)
+    rc = collgen__group_prepare(c, &kernels[k].shape, kernels[k].base, kernels[k].size, fn, NULL);
+  free(kernels);
   return rc;
 }
 

@@ -41,6 +41,9 @@ int collgen__param_dump_source(void);           /* COLLGEN_DUMP_SOURCE=1 */
 int64_t collgen__param_cache_max_bytes(void);   /* COLLGEN_CACHE_MAX_BYTES */
 int collgen__param_cache_disable(void);         /* COLLGEN_CACHE_DISABLE=1 */
 int collgen__param_timeout_ms(void);            /* COLLGEN_TIMEOUT_MS */
+int collgen__param_jit_threads(void);           /* COLLGEN_JIT_THREADS: compile threads of prepare */
+#define COLLGEN_DEFAULT_JIT_THREADS 8            /* at most this many unless the variable says */
+#define COLLGEN_MAX_JIT_THREADS 64
 
 /* Reads exactly n bytes from fd (retrying on EINTR); 0, or -1 on an error
 ** or an early end of file. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static int dump_source;
 static int cache_disable;
 static int64_t cache_max_bytes;
 static int timeout_ms;
+static int jit_threads;
 
 /* The value of an integer variable when it is set and in [lo, hi]; the
 ** default otherwise (a malformed or out-of-range value is ignored, never
@@ -50,6 +52,13 @@ static void read_params(void) {
   cache_max_bytes = env_int("COLLGEN_CACHE_MAX_BYTES", 0, (int64_t)1 << 50, (int64_t)1 << 30);
   timeout_ms = (int)env_int("COLLGEN_TIMEOUT_MS", 1, COLLGEN_MAX_TIMEOUT_MS,
                            COLLGEN_DEFAULT_TIMEOUT_MS);
+  /* Default: the CPUs this process may run on, at most 8 (each NVRTC
+  ** compile holds tens of MB while it runs). */
+  cpu_set_t cpus;
+  int usable = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  if (usable > COLLGEN_DEFAULT_JIT_THREADS) usable = COLLGEN_DEFAULT_JIT_THREADS;
+  jit_threads = (int)env_int("COLLGEN_JIT_THREADS", 1, COLLGEN_MAX_JIT_THREADS,
+                             usable < 1 ? 1 : usable);
 }
 
 const char *collgen__param_template_dir(void) {
@@ -75,6 +84,11 @@ int64_t collgen__param_cache_max_bytes(void) {
 int collgen__param_timeout_ms(void) {
   pthread_once(&params_once, read_params);
   return timeout_ms;
+}
+
+int collgen__param_jit_threads(void) {
+  pthread_once(&params_once, read_params);
+  return jit_threads;
 }
 
 int collgen__default_cache_dir(char *buf, size_t n) {

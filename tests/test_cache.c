@@ -934,3 +934,66 @@ Test(cache, environment_values_are_escaped_in_warnings) {
   cr_expect(strstr(w.text[0], "COLLGEN_CACHE_MAX_BYTES=12\\x1b[2J\\x0aFAKE\\\\"), "%s",
             w.text[0]);
 }
+
+/* Building ahead on several threads (collgen_comm_prepare's first step):
+** every missing kernel is built once, lands in memory and on disk, and is
+** byte for byte the cubin a serial fetch builds; kernels already cached
+** and repeated shapes are not built again. */
+Test(cache, build_ahead_on_threads_matches_serial_builds) {
+  enum { N = 4 };
+  collgen_shape_t s[N + 2];
+  for (int i = 0; i < N; ++i) s[i] = shape_n(i);
+  s[N] = s[0];     /* a repeat */
+  s[N + 1] = s[1]; /* another */
+  collgen_kernel_info_t cached;
+  cr_expect_eq(get(dir, &s[3], &cached, NULL), 0, "s[3] is on disk before the build");
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, dir), COLLGEN_OK);
+  cr_expect_eq(collgen__generator_build_ahead(g, s, N + 2, 3), N - 1,
+               "the three kernels missing from the cache, each once");
+  for (int i = 0; i < N; ++i) {
+    collgen_kernel_info_t info;
+    cr_assert_eq(collgen_get_kernel(g, &s[i], &info), COLLGEN_OK);
+    cr_expect_eq(info.cache_hit, 2, "shape %d: the fetch after the build is a memory hit", i);
+    char serial_dir[4200];
+    snprintf(serial_dir, sizeof serial_dir, "%s/serial-%d", dir, i);
+    collgen_kernel_info_t one;
+    collgen_generator_t *sg;
+    cr_expect_eq(get(serial_dir, &s[i], &one, &sg), 0, "a fresh cache compiles");
+    cr_expect_eq(one.cubin_size, info.cubin_size, "shape %d", i);
+    cr_expect(one.cubin_size == info.cubin_size && memcmp(one.cubin, info.cubin, one.cubin_size) == 0,
+              "shape %d: the thread's cubin is the serial one", i);
+    collgen_generator_destroy(sg);
+  }
+  collgen_generator_destroy(g);
+  for (int i = 0; i < N; ++i) {
+    collgen_kernel_info_t info;
+    cr_expect_eq(get(dir, &s[i], &info, NULL), 1, "shape %d is on disk for the next process", i);
+  }
+  cr_assert_eq(collgen_generator_create(&g, dir), COLLGEN_OK);
+  cr_expect_eq(collgen__generator_build_ahead(g, s, N, 4), 0, "all cached: nothing to build");
+  cr_expect_eq(collgen__generator_build_ahead(g, s, 1, 4), 0, "one kernel is the caller's fetch");
+  cr_expect_eq(collgen__generator_build_ahead(g, s, N, 1), 0, "one thread: the caller's fetches");
+  collgen_generator_destroy(g);
+}
+
+/* A cache that cannot write (here a directory under a file, as root passes
+** every permission check): the kernels built ahead still serve the process
+** from memory, none compiled twice. */
+Test(cache, build_ahead_into_a_memory_only_cache_serves_from_memory) {
+  char file[4200], bad[4300];
+  snprintf(file, sizeof file, "%s/a-file", dir);
+  cr_assert_eq(tu_write_file(file, "x", 1), 0);
+  snprintf(bad, sizeof bad, "%s/sub", file);
+  collgen_shape_t s[3] = {shape_n(4), shape_n(5), shape_n(6)};
+  collgen_generator_t *g;
+  cr_assert_eq(collgen_generator_create(&g, bad), COLLGEN_OK);
+  cr_expect_null(collgen__generator_cache_dir(g));
+  cr_expect_eq(collgen__generator_build_ahead(g, s, 3, 2), 3);
+  for (int i = 0; i < 3; ++i) {
+    collgen_kernel_info_t info;
+    cr_assert_eq(collgen_get_kernel(g, &s[i], &info), COLLGEN_OK);
+    cr_expect_eq(info.cache_hit, 2, "shape %d from memory", i);
+  }
+  collgen_generator_destroy(g);
+}
