@@ -18,9 +18,10 @@ import torch.distributed as dist
 from .. import communicator as _core
 from .._abi import lib
 from ..buffers import c_int_arg
-from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES
+from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES, MOVES_BITS
 from ..errors import check
 from ..unique_id import UniqueId
+from .op_table import OPS
 
 __all__ = ["Communicator", "TORCH_DTYPES"]
 
@@ -45,6 +46,8 @@ _VALUE_OF = {td: DTYPES[name] for td, name in _NAME_OF.items() if name not in CO
 # The current stream as an int, without making a torch.cuda.Stream object
 # (about 2 us of each eager call otherwise); the public call where absent.
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# The catalog op of each torch op name (op_table.py's rows).
+_CATALOG_OP = {row.name: row.op for row in OPS}
 # ctypes array types of 1..8 int64 dimensions, made once.
 _DIMS = [None] + [c_int64 * n for n in range(1, 9)]
 
@@ -196,9 +199,7 @@ class Communicator:
         catalog's: allreduce_sum, allgather_rmsnorm, allreduce_residual_rmsnorm)
         on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
         first such call loads nothing."""
-        op = {"all_reduce": "allreduce_sum", "all_gather_rmsnorm": "allgather_rmsnorm",
-              "fused_add_rmsnorm": "allreduce_residual_rmsnorm",
-              "reduce_scatter": "reduce_scatter_sum"}.get(op, op)
+        op = _CATALOG_OP.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
 
     def register(self, tensor):
@@ -228,11 +229,14 @@ class Communicator:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
                             f"not {dtype}") from None
 
-    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False):
+    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False,
+                op=None):
         """Checks one tensor; returns its catalog dtype value. A copy-only
         dtype (an integer, bool, float8 or f64 tensor) only with ``bits``
-        (an op that moves bits, or memory as such): the ops that compute on
-        elements refuse it here, naming the argument."""
+        (memory as such) or for an ``op`` (its catalog name) that the
+        catalog says only moves bits (catalog.MOVES_BITS): the ops that
+        compute on elements (``op`` None, or computing) refuse it here,
+        naming the argument."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
         if device is None:
@@ -253,7 +257,7 @@ class Communicator:
         if name is None:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
                             f"not {t.dtype}")
-        if name in COPY_ONLY_DTYPES and not bits:
+        if name in COPY_ONLY_DTYPES and not (bits or op is not None and MOVES_BITS[op]):
             raise TypeError(f"{argument} has dtype {t.dtype}, which collgen only moves as bits "
                             f"({name} is a copy-only dtype); this op computes on elements: it "
                             f"takes {', '.join(map(str, _VALUE_OF))}")
@@ -554,11 +558,11 @@ class Communicator:
         if _is_compiling():
             r = torch.ops.collgen.broadcast(x, root, self.handle, group_size)
             return out.copy_(r) if out is not None else r
-        dt = self._tensor(x, "x", None, bits=True)
+        dt = self._tensor(x, "x", None, op="broadcast")
         if out is None:
             out = torch.empty_like(x)
         else:
-            self._tensor(out, "out", x.dtype, x.shape, bits=True)
+            self._tensor(out, "out", x.dtype, x.shape, op="broadcast")
         self._eager_broadcast(dt, x, out, root, group_size)
         return out
 
@@ -574,10 +578,10 @@ class Communicator:
     def _local_broadcast(self, xs, root, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
         outs = outs or [torch.empty_like(x) for x in xs]
         for r, o in enumerate(outs):
-            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
         self._local_call(lambda streams: self._core.broadcast(
             _arrays(xs), _arrays(outs), root, group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
             stream=streams))
@@ -594,7 +598,7 @@ class Communicator:
         lists of tensors."""
         if self.rank is None:
             return self._local_all_gather(x, out, group_size)
-        self._tensor(x, "x", None, bits=True)
+        self._tensor(x, "x", None, op="all_gather")
         if x.dim() < 1:
             raise ValueError("x: all_gather needs a tensor of at least one dimension")
         rows = self._shard_rows(shard_rows, x.shape[0])
@@ -604,12 +608,12 @@ class Communicator:
         return self._eager_all_gather(x, out, rows, group_size)
 
     def _eager_all_gather(self, x, out, rows, group_size):
-        dt = self._tensor(x, "x", None, bits=True)
+        dt = self._tensor(x, "x", None, op="all_gather")
         shape = (self._group_rows(rows, group_size),) + tuple(x.shape[1:])
         if out is None:
             out = torch.empty(shape, dtype=x.dtype, device=self.device)
         else:
-            self._tensor(out, "out", x.dtype, shape, bits=True)
+            self._tensor(out, "out", x.dtype, shape, op="all_gather")
         arrays = [_DIMS[x.dim()](r, *x.shape[1:]) for r in rows]
         shapes = (POINTER(c_int64) * len(arrays))(*arrays)
         self._fail(lib.collgen_rank_all_gather(self._h, dt, x.dim(), shapes, x.data_ptr(),
@@ -621,7 +625,7 @@ class Communicator:
         self._lists(("x", xs), ("out", outs))
         x0 = xs[0]
         for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], bits=True)
+            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], op="all_gather")
             if x.dim() < 1 or x.shape[1:] != x0.shape[1:]:
                 raise ValueError(f"x[{r}] has shape {tuple(x.shape)}; every shard needs the "
                                  f"shape [rows, {', '.join(map(str, x0.shape[1:]))}]")
