@@ -40,6 +40,14 @@ def test_an_fp8_form_where_the_library_has_one():
         assert row.fp8 == (f"collgen_rank_{row.op}_fp8" in functions), row.name
 
 
+def test_every_row_has_its_communicator_method():
+    # ops.py calls Communicator._op_<name> (an AttributeError at import without it).
+    with open(os.path.join(PACKAGE_DIR, "torch", "communicator.py")) as f:
+        source = f.read()
+    for row in table.OPS:
+        assert f"    def _op_{row.name}(self, " in source, row.name
+
+
 def test_schemas():
     # The registered schemas of the torch layer (as before the table).
     assert VARIANTS["all_reduce"].schema == \

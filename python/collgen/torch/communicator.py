@@ -347,6 +347,13 @@ class Communicator:
         if rc:
             self._fail(rc)
 
+    def _op_all_reduce(self, x, group_size):
+        """torch.ops.collgen.all_reduce's work (ops.py; op_table.py's row)."""
+        dt = self._tensor(x, "x", None)
+        out = torch.empty_like(x)
+        self._eager_all_reduce(dt, x, out, group_size)
+        return out
+
     def _local_all_reduce(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         for r, x in enumerate(xs):
@@ -416,6 +423,11 @@ class Communicator:
                                                                             "group_size"),
             self._stream()))
         return normed, residual
+
+    def _op_all_gather_rmsnorm(self, shard, weight, eps, weight_offset, shard_rows, group_size):
+        """torch.ops.collgen.all_gather_rmsnorm's work."""
+        return self._eager_all_gather_rmsnorm(shard, weight, eps, weight_offset, list(shard_rows),
+                                              group_size)
 
     def _local_all_gather_rmsnorm(self, shards, weights, eps, weight_offset, group_size):
         self._lists(("shard", shards), ("weight", weights))
@@ -514,6 +526,13 @@ class Communicator:
             static, g, self._stream()))
         return (normed, residual_out, scales) if dynamic_out else (normed, residual_out)
 
+    def _op_fused_add_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
+                              static=None):
+        """torch.ops.collgen.fused_add_rmsnorm's work (and, with ``static``,
+        the _fp8 form's: normed, residual_out, scales)."""
+        return self._eager_fused(x, residual, weight, eps, weight_offset, None, static,
+                                 group_size)
+
     def _local_fused(self, xs, residuals, weights, eps, weight_offset, residual_outs, fp8,
                      group_size):
         self._lists(("x", xs), ("residual", residuals), ("weight", weights),
@@ -575,6 +594,13 @@ class Communicator:
         if rc:
             self._fail(rc)
 
+    def _op_broadcast(self, x, root, group_size):
+        """torch.ops.collgen.broadcast's work."""
+        dt = self._tensor(x, "x", None, op="broadcast")
+        out = torch.empty_like(x)
+        self._eager_broadcast(dt, x, out, root, group_size)
+        return out
+
     def _local_broadcast(self, xs, root, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         for r, x in enumerate(xs):
@@ -620,6 +646,10 @@ class Communicator:
                                                out.data_ptr(), c_int_arg(group_size, "group_size"),
                                                self._stream()))
         return out
+
+    def _op_all_gather(self, x, shard_rows, group_size):
+        """torch.ops.collgen.all_gather's work."""
+        return self._eager_all_gather(x, None, list(shard_rows), group_size)
 
     def _local_all_gather(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
@@ -673,6 +703,13 @@ class Communicator:
         self._fail(lib.collgen_rank_reduce_scatter_sum(
             self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(),
             c_int_arg(group_size, "group_size"), self._stream()))
+
+    def _op_reduce_scatter(self, x, group_size):
+        """torch.ops.collgen.reduce_scatter's work."""
+        dt = self._tensor(x, "x", None)
+        out = x.new_empty(self._scatter_shape(x.shape, group_size, self.rank))
+        self._eager_reduce_scatter(dt, x, out, group_size)
+        return out
 
     def _local_reduce_scatter(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
@@ -770,3 +807,14 @@ class Communicator:
             self._local_call(call)
         out = (normed, res_out) + ((scales,) if dynamic and dynamic_out else ())
         return tuple(v[0] for v in out) if one else out
+
+    def _op_reduce_scatter_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
+                                   static=None):
+        """torch.ops.collgen.reduce_scatter_rmsnorm's work (and, with
+        ``static``, the _fp8 form's: normed, residual_out, scales, empty
+        for a static scale)."""
+        out = self._eager_rs_norm(x, residual, weight, eps, weight_offset, None, static,
+                                  group_size, static is not None)
+        if static is not None and len(out) == 2:
+            out = out + (x.new_empty((0,), dtype=torch.float32),)
+        return out

@@ -12,8 +12,9 @@ scale), the first output as float8 e4m3, and a third output ``scales``
 Each op allocates fresh outputs and never returns an alias of an input, so
 torch.compile and CUDA graphs treat it as a pure function. Whether an op
 takes the copy-only dtypes is the catalog's (catalog.MOVES_BITS), not a
-row's. collgen/torch/ops.py registers every row, with its eager work
-(collgen/torch/communicator.py); this module needs neither torch nor the
+row's. collgen/torch/ops.py registers every row; its eager work is the
+Communicator's method ``_op_<name>`` (collgen/torch/communicator.py),
+with the schema's arguments but comm. This module needs neither torch nor the
 library, so the CPU tests read it (python/tests/test_torch_op_table.py).
 """
 
