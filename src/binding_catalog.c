@@ -1,7 +1,7 @@
 /*
 ** binding_catalog.c -- the library's description of itself for language
 ** bindings (collgen_catalog_count, collgen_catalog_entry): status codes,
-** ops, dtypes, FP8 modes, transports and rank states from the X-macros of
+** ops (and which compute on elements), dtypes, FP8 modes, transports and rank states from the X-macros of
 ** collgen.h, the size of every public struct and the numeric constants.
 ** A binding reads these at load time, so nothing of collgen.h is copied
 ** into it by hand, and a stale binding is refused instead of writing past
@@ -30,6 +30,12 @@ static const entry op_entries[] = {
 #define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
     COLLGEN_OP_MAP(OP_ROW)
 #undef OP_ROW
+};
+
+static const entry op_computes_entries[] = {
+#define OP_COMPUTES_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, computes},
+    COLLGEN_OP_MAP(OP_COMPUTES_ROW)
+#undef OP_COMPUTES_ROW
 };
 
 static const entry dtype_entries[] = {
@@ -89,6 +95,7 @@ static const struct {
   int count;
 } tables[] = {
     TABLE("status", status_entries),         TABLE("op", op_entries),
+    TABLE("op_computes", op_computes_entries),
     TABLE("dtype", dtype_entries),           TABLE("dtype_reduces", dtype_reduces_entries),
     TABLE("fp8", fp8_entries),
     TABLE("transport", transport_entries),   TABLE("rank_state", rank_state_entries),
@@ -101,11 +108,13 @@ static int find_table(const char *name) {
   if (name)
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; ++i)
       if (strcmp(tables[i].name, name) == 0) return (int)i;
-  char msg[200];
-  snprintf(msg, sizeof msg,
-           "collgen_catalog: unknown table '%.40s' (known: status, op, dtype, "
-           "dtype_reduces, fp8, transport, rank_state, struct, constant)",
-           name ? name : "(NULL)");
+  char msg[256];
+  int n = snprintf(msg, sizeof msg, "collgen_catalog: unknown table '%.40s' (known: ",
+                   name ? name : "(NULL)");
+  /* 40 + the names fit in msg; the bound on n keeps a longer list from overrunning */
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0] && n < (int)sizeof msg; ++i)
+    n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", i ? ", " : "", tables[i].name);
+  if (n < (int)sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, ")");
   collgen__set_tls_error(msg);
   return -1;
 }

@@ -930,6 +930,9 @@ COLLGEN_API int collgen_comm_init_rank_callback(collgen_comm_t **comm, int nrank
 **   "status"     status codes: "INVALID_ARG", -1, 0 (the name without
 **                COLLGEN_ERR_; collgen_status_str describes the code)
 **   "op"         ops: "allreduce_sum", COLLGEN_OP_*, minimum tensor rank
+**   "op_computes" the same ops: "allreduce_sum", COLLGEN_OP_*, 1 for an op
+**                that computes on elements (it refuses a copy-only dtype),
+**                0 for one that only moves bits ("broadcast")
 **   "dtype"      element types: "bf16", COLLGEN_DTYPE_*, bytes per element
 **   "dtype_reduces" the same element types: "bf16", COLLGEN_DTYPE_*, 1 when
 **                the ops that compute take it, 0 for a copy-only dtype

@@ -204,6 +204,8 @@ Test(catalog, binding_catalog_matches_the_header) {
   static const struct row dtype_reduces[] = {COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)};
 #define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
   static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
+#define OP_COMPUTES_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, computes},
+  static const struct row op_computes[] = {COLLGEN_OP_MAP(OP_COMPUTES_ROW)};
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
   static const struct row fp8[] = {COLLGEN_FP8_MAP(FP8_ROW)};
 #define NAMED_ROW(NAME, value, id) {#id, value, 0},
@@ -214,6 +216,7 @@ Test(catalog, binding_catalog_matches_the_header) {
       {"dtype", dtype, sizeof dtype / sizeof *dtype},
       {"dtype_reduces", dtype_reduces, sizeof dtype_reduces / sizeof *dtype_reduces},
       {"op", op, sizeof op / sizeof *op},
+      {"op_computes", op_computes, sizeof op_computes / sizeof *op_computes},
       {"fp8", fp8, sizeof fp8 / sizeof *fp8},
       {"transport", transport, sizeof transport / sizeof *transport},
       {"rank_state", rank_state, sizeof rank_state / sizeof *rank_state}};

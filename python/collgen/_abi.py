@@ -1,15 +1,20 @@
-"""The C declarations the package calls: public structs and one function table.
+"""The C declarations the package calls: public structs and the function table.
 
-Array bounds come from the library's catalog constants, and at load time
-every struct's ``ctypes.sizeof`` is compared with the size the library was
-built with (catalog table "struct"); a library whose structs differ is
-refused, naming both sizes. ``python/tests/test_header.py`` checks every
-declaration here against ``collgen.h`` in CI.
+The structs are written here. Array bounds come from the library's catalog
+constants, and at load time every struct's ``ctypes.sizeof`` is compared
+with the size the library was built with (catalog table "struct"); a
+library whose structs differ is refused, naming both sizes. The functions
+and callback types are not written by hand: ``_abi_functions`` (generated
+from ``collgen.h`` by ``python/tools/gen_abi.py``) lists every one, and
+each is declared on the library here. ``python/tests/test_header.py``
+checks every declaration against ``collgen.h`` in CI, and that the
+generated module is current.
 """
 
 import ctypes
-from ctypes import POINTER, c_char, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
+from ctypes import POINTER, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
 
+from ._abi_functions import CALLBACKS, FUNCTIONS as _FUNCTIONS
 from ._library import LibraryNotFound, catalog, constants, lib
 
 MAX_DEVICES = constants["MAX_DEVICES"]
@@ -87,79 +92,29 @@ STRUCTS = {
     "collgen_unique_id_t": UniqueIdStruct,
 }
 
-# collgen_allgather_fn and collgen_log_fn
-ALLGATHER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p, c_size_t)
-LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 
-_P = c_void_p                 # any pointer: a handle, a buffer, a CUstream
-_PP = POINTER(c_void_p)       # an array of pointers (one per rank)
-_SHAPE = POINTER(c_int64)
-_SHAPES = POINTER(POINTER(c_int64))
-_HANDLE_OUT = POINTER(c_void_p)
+def _ctype(spelled):
+    """The ctypes type of a type of _abi_functions (a ctypes name, a struct's
+    or callback's typedef name, or None, behind one "*" per pointer level)."""
+    if spelled is None:
+        return None
+    base = spelled.lstrip("*")
+    t = _NAMED[base] if base in _NAMED else getattr(ctypes, base)
+    for _ in range(len(spelled) - len(base)):
+        t = POINTER(t)
+    return t
 
-# (name, restype, argtypes): every C function the package calls.
-FUNCTIONS = [
-    ("collgen_status_str", c_char_p, [c_int]),
-    ("collgen_status_name", c_char_p, [c_int]),
-    ("collgen_last_error", c_char_p, []),
-    ("collgen_version", c_char_p, []),
-    ("collgen_set_log_handler", None, [LOG_FN, c_void_p]),
-    ("collgen_comm_options_init", None, [POINTER(CommOptions)]),
-    ("collgen_comm_create", c_int, [_HANDLE_OUT, c_int, POINTER(c_int), POINTER(CommOptions)]),
-    ("collgen_comm_destroy", None, [_P]),
-    ("collgen_comm_last_error", c_char_p, [_P]),
-    ("collgen_comm_info", c_int, [_P, POINTER(CommInfo)]),
-    ("collgen_comm_check", c_int, [_P]),
-    ("collgen_comm_health", c_int, [_P, POINTER(CommHealth)]),
-    ("collgen_comm_abort", c_int, [_P]),
-    ("collgen_comm_prepare", c_int, [_P, POINTER(Shape), c_int]),
-    ("collgen_allreduce_sum", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
-    ("collgen_allgather_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, _PP, c_float, c_float, c_int, _PP]),
-    ("collgen_allreduce_residual_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, _PP, _PP, c_float, c_float, c_int, _PP]),
-    ("collgen_allreduce_residual_rmsnorm_fp8", c_int,
-     [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, POINTER(POINTER(c_float)), _PP, _PP, c_float,
-      c_float, c_int, c_float, c_int, _PP]),
-    ("collgen_broadcast", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, c_int, _PP]),
-    ("collgen_reduce_scatter_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, _PP, _PP, c_float, c_float, c_int, _PP]),
-    ("collgen_reduce_scatter_rmsnorm_fp8", c_int,
-     [_P, c_int, c_int, _SHAPES, _PP, _PP, _PP, POINTER(POINTER(c_float)), _PP, _PP, c_float,
-      c_float, c_int, c_float, c_int, _PP]),
-    ("collgen_scatter_chunk", c_int,
-     [c_int64, c_int, c_int, POINTER(c_int64), POINTER(c_int64)]),
-    ("collgen_get_unique_id", c_int, [POINTER(UniqueIdStruct)]),
-    ("collgen_unique_id_to_text", c_int, [POINTER(UniqueIdStruct), c_char_p, c_size_t]),
-    ("collgen_unique_id_from_text", c_int, [c_char_p, POINTER(UniqueIdStruct)]),
-    ("collgen_comm_init_rank", c_int,
-     [_HANDLE_OUT, c_int, POINTER(UniqueIdStruct), c_int, c_int, POINTER(CommOptions)]),
-    ("collgen_comm_init_rank_callback", c_int,
-     [_HANDLE_OUT, c_int, ALLGATHER_FN, c_void_p, c_int, c_int, POINTER(CommOptions)]),
-    ("collgen_rank_allreduce_sum", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, _P]),
-    ("collgen_rank_allgather_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPES, _P, _P, _P, _P, c_float, c_float, c_int, _P]),
-    ("collgen_rank_allreduce_residual_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPE, _P, _P, _P, _P, _P, c_float, c_float, c_int, _P]),
-    ("collgen_rank_allreduce_residual_rmsnorm_fp8", c_int,
-     [_P, c_int, c_int, _SHAPE, _P, _P, _P, POINTER(c_float), _P, _P, c_float, c_float, c_int,
-      c_float, c_int, _P]),
-    ("collgen_rank_broadcast", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, c_int, _P]),
-    ("collgen_all_gather", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
-    ("collgen_rank_all_gather", c_int, [_P, c_int, c_int, _SHAPES, _P, _P, c_int, _P]),
-    ("collgen_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPES, _PP, _PP, c_int, _PP]),
-    ("collgen_rank_reduce_scatter_sum", c_int, [_P, c_int, c_int, _SHAPE, _P, _P, c_int, _P]),
-    ("collgen_rank_reduce_scatter_rmsnorm", c_int,
-     [_P, c_int, c_int, _SHAPE, _P, _P, _P, _P, _P, c_float, c_float, c_int, _P]),
-    ("collgen_rank_reduce_scatter_rmsnorm_fp8", c_int,
-     [_P, c_int, c_int, _SHAPE, _P, _P, _P, POINTER(c_float), _P, _P, c_float, c_float, c_int,
-      c_float, c_int, _P]),
-    ("collgen_register_buffer", c_int, [_P, _P, c_size_t, _HANDLE_OUT]),
-    ("collgen_deregister_buffer", c_int, [_P, _P]),
-    ("collgen_catalog_count", c_int, [c_char_p]),
-    ("collgen_catalog_entry", c_int,
-     [c_char_p, c_int, POINTER(c_char_p), POINTER(c_int64), POINTER(c_int64)]),
-]
+
+# The typedef names a type may use: the structs above and the callbacks.
+_NAMED = dict(STRUCTS)
+_NAMED.update({name: ctypes.CFUNCTYPE(_ctype(ret), *map(_ctype, args))
+               for name, (ret, args) in CALLBACKS.items()})
+ALLGATHER_FN = _NAMED["collgen_allgather_fn"]
+LOG_FN = _NAMED["collgen_log_fn"]
+
+# (name, restype, argtypes): every function of collgen.h, made from the
+# generated _abi_functions (python/tools/gen_abi.py).
+FUNCTIONS = [(name, _ctype(ret), [_ctype(a) for a in args]) for name, ret, args in _FUNCTIONS]
 
 
 def _check_struct_sizes():

@@ -15,8 +15,8 @@ import ctypes
 import os
 
 _SONAMES = ("libcollgen.so.0", "libcollgen.so")
-_TABLES = ("status", "op", "dtype", "dtype_reduces", "fp8", "transport", "rank_state", "struct",
-           "constant")
+_TABLES = ("status", "op", "op_computes", "dtype", "dtype_reduces", "fp8", "transport",
+           "rank_state", "struct", "constant")
 
 
 class LibraryNotFound(ImportError):

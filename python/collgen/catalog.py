@@ -9,7 +9,7 @@ names, never a default.
 from ._library import catalog, constants
 
 __all__ = ["OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
-           "COPY_ONLY_DTYPES", "dtype_bytes", "lookup"]
+           "COPY_ONLY_DTYPES", "MOVES_BITS", "dtype_bytes", "lookup"]
 
 OPS = {e.name: e.value for e in catalog["op"]}
 DTYPES = {e.name: e.value for e in catalog["dtype"]}
@@ -22,6 +22,9 @@ _DTYPE_BYTES = {e.name: e.detail for e in catalog["dtype"]}
 # The dtypes only moved as bits (integers, bytes, f64): the ops that compute
 # on elements refuse them.
 COPY_ONLY_DTYPES = frozenset(e.name for e in catalog["dtype_reduces"] if not e.detail)
+# Per op: True for an op that only moves bits (it takes the copy-only
+# dtypes too), False for one that computes on elements.
+MOVES_BITS = {e.name: not e.detail for e in catalog["op_computes"]}
 
 
 def lookup(table, name, argument):

@@ -280,3 +280,11 @@ def test_torch_dtypes_follow_the_catalog():
         assert name in ct.TORCH_DTYPES, f"catalog dtype {name} has no torch dtype"
         assert torch.empty((), dtype=ct.TORCH_DTYPES[name]).element_size() == \
             collgen.catalog.dtype_bytes(name)
+
+
+def test_every_op_table_row_is_registered():
+    from collgen.torch.op_table import OPS
+    for row in OPS:
+        for v in row.variants():
+            registered = getattr(torch.ops.collgen, v.name).default._schema
+            assert str(registered) == str(torch._C.parse_schema(f"collgen::{v.schema}")), v.name

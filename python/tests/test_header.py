@@ -1,161 +1,24 @@
 """The package's C declarations (collgen._abi) against src/collgen.h: every
 bound function's return and argument types, every public struct's fields
-(names, order, types, array bounds) and the two callback typedefs. The
-header is parsed here (comments stripped, bounds resolved through its
-#defines, a struct declared by a field list such as COLLGEN_SHAPE_FIELDS
-expanded from its rows); the checker is itself tested on wrong declarations."""
+(names, order, types, array bounds) and the two callback typedefs; and the
+generated function table (collgen/_abi_functions.py) against what
+python/tools/gen_abi.py writes from the header now. The header is parsed by
+gen_abi.Header; the checker is itself tested on wrong declarations."""
 
-import ast
 import ctypes
-import re
-import warnings
-from ctypes import POINTER, c_char_p, c_void_p
+import os
+import sys
+from ctypes import POINTER, c_void_p
 
 import pytest
 
 from collgen import _abi
-from conftest import HEADER
+from conftest import HEADER, PACKAGE_DIR, REPO
 
-SCALARS = {"int": ctypes.c_int, "float": ctypes.c_float, "double": ctypes.c_double,
-           "size_t": ctypes.c_size_t, "int64_t": ctypes.c_int64, "unsigned": ctypes.c_uint,
-           "char": ctypes.c_char, "unsigned char": ctypes.c_ubyte}
+sys.path.insert(0, os.path.join(REPO, "python", "tools"))
+import gen_abi  # noqa: E402
+
 CALLBACKS = {"collgen_allgather_fn": _abi.ALLGATHER_FN, "collgen_log_fn": _abi.LOG_FN}
-
-
-# ---- the header ---------------------------------------------------------
-
-def _constant(expr, defines):
-    """The integer value of a #define expression (casts and suffixes dropped)."""
-    expr = re.sub(r"\(\s*(?:u?int\d+_t|size_t|unsigned|int|long)\s*\)", "", expr)
-    expr = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)
-    expr = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", lambda m: f"({defines[m.group(0)]})", expr)
-    tree = ast.parse(expr, mode="eval")
-    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop)
-    if not all(isinstance(n, allowed) for n in ast.walk(tree)):
-        raise ValueError(f"not a constant: {expr}")
-    return eval(compile(tree, "<define>", "eval"))
-
-
-class Header:
-    """What collgen.h declares: ``functions`` {name: (ret, [arg types])},
-    ``structs`` {typedef name: [(field, type)]}, ``callbacks`` {name: (ret,
-    [args])}; types are the model of ``ctype_of`` (see there)."""
-
-    def __init__(self, text):
-        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-        text = re.sub(r"//[^\n]*", " ", text)
-        text = re.sub(r"\\\n", " ", text)
-        self.defines = {}
-        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\s+(.+)$", text, flags=re.M):
-            try:
-                self.defines[m.group(1)] = _constant(m.group(2), self.defines)
-            except (KeyError, ValueError, SyntaxError):
-                pass
-        # Field lists (#define NAME(X) X(type, name, bound, ...) ...): a struct
-        # body of NAME(MEMBER) declares "type name bound;" per row.
-        self.field_lists = {}
-        for m in re.finditer(r"^\s*#\s*define\s+(\w+)\((\w+)\)\s*(.*)$", text, flags=re.M):
-            rows = re.findall(r"\b%s\(\s*([^,]+?)\s*,\s*(\w+)\s*,\s*([^,]*?)\s*," % m.group(2),
-                              m.group(3))
-            if rows and m.group(1).endswith("_FIELDS"):
-                self.field_lists[m.group(1)] = "".join(f"{t} {n}{b};" for t, n, b in rows)
-        code = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
-        for name, members in self.field_lists.items():
-            code = re.sub(r"\b%s\(\s*\w+\s*\)" % name, lambda _: members, code)
-        self.enums = set(re.findall(r"typedef\s+enum\s*\{[^}]*\}\s*(\w+)\s*;", code))
-        self.opaque = set(re.findall(r"typedef\s+struct\s+\w+\s+(\w+)\s*;", code))
-        self.pointers = set(re.findall(r"typedef\s+struct\s+\w+\s*\*\s*(\w+)\s*;", code))
-        self.structs = {}
-        for m in re.finditer(r"typedef\s+struct\s+\w+\s*\{", code):
-            body, end = _braced(code, m.end() - 1)
-            name = re.match(r"\s*(\w+)\s*;", code[end:]).group(1)
-            self.structs[name] = self._fields(body)
-        self.callbacks = {
-            m.group(2): (self._type(*_base_and_depth(m.group(1))), self._args(m.group(3)))
-            for m in re.finditer(r"typedef\s+([\w\s\*]+?)\(\s*\*\s*(\w+)\s*\)\s*\(([^)]*)\)\s*;",
-                                 code)}
-        self.functions = {
-            m.group(2): (self._type(*_base_and_depth(m.group(1))), self._args(m.group(3)))
-            for m in re.finditer(r"COLLGEN_API\s+([\w\s\*]+?)\b(\w+)\s*\(([^)]*)\)\s*;", code)}
-
-    def _type(self, base, depth):
-        """The ctypes model of C type ``base`` behind ``depth`` pointers."""
-        if depth == 0:
-            if base in CALLBACKS:
-                return CALLBACKS[base]
-            if base in self.enums:
-                return ctypes.c_int
-            if base in self.pointers:
-                return c_void_p
-            if base == "void":
-                return None
-            if base in self.structs:
-                return ("struct", base)
-            return SCALARS[base]
-        if depth == 1 and base == "char":
-            return c_char_p
-        if depth == 1 and (base == "void" or base in self.opaque):
-            return c_void_p
-        return ("ptr", self._type(base, depth - 1))
-
-    def _args(self, text):
-        """The models of a parameter list's types (names dropped)."""
-        text = text.strip()
-        if text == "void":
-            return []
-        out = []
-        for arg in text.split(","):
-            m = re.match(r"(.*?)\b(\w+)\s*$", arg.strip(), flags=re.S)
-            out.append(self._type(*_base_and_depth(m.group(1))))
-        return out
-
-    def _fields(self, body):
-        """[(name, type)] of a struct body (nested anonymous structs too)."""
-        fields, pos = [], 0
-        while pos < len(body):
-            semi = body.find(";", pos)
-            brace = body.find("{", pos)
-            if semi < 0:
-                break
-            if 0 <= brace < semi:
-                inner, end = _braced(body, brace)
-                semi = body.find(";", end)
-                kind = ("anon", self._fields(inner))
-                decls = body[end:semi]
-            else:
-                decl = body[pos:semi]
-                m = re.match(r"\s*((?:const\s+)?(?:unsigned\s+char|unsigned|\w+))\s+(.*)$", decl,
-                             flags=re.S)
-                kind, decls = m.group(1), m.group(2)
-            for d in decls.split(","):
-                m = re.match(r"\s*((?:\*\s*(?:const\s*)?)*)(\w+)\s*((?:\[[^\]]+\]\s*)*)$", d)
-                depth = m.group(1).count("*")
-                if isinstance(kind, tuple):
-                    t = kind
-                else:
-                    t = self._type(*_base_and_depth(kind + " " + "*" * depth))
-                for bound in reversed(re.findall(r"\[([^\]]+)\]", m.group(3))):
-                    t = ("array", _constant(bound, self.defines), t)
-                fields.append((m.group(2), t))
-            pos = semi + 1
-        return fields
-
-
-def _braced(text, start):
-    """(the text inside the braces opening at ``start``, the index past them)."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start + 1:i], i + 1
-    raise ValueError("unbalanced braces")
-
-
-def _base_and_depth(text):
-    """(base type name, pointer depth) of a C type, qualifiers dropped."""
-    depth = text.count("*")
-    words = [w for w in re.findall(r"\w+", text) if w != "const"]
-    return " ".join(words), depth
 
 
 # ---- the package's side, in the same model ------------------------------
@@ -163,8 +26,12 @@ def _base_and_depth(text):
 def ctype_of(t):
     """A ctypes type in the comparison model: scalars and callback types as
     themselves, ("ptr", T), ("array", n, T), ("struct", public typedef name)
-    or ("anon", [(field, T)]) for a struct the header declares inline."""
+    ("callback", typedef name) or ("anon", [(field, T)]) for a struct the
+    header declares inline: gen_abi.Header's model."""
     public = {cls: name for name, cls in _abi.STRUCTS.items()}
+    callbacks = {cb: name for name, cb in CALLBACKS.items()}
+    if t in callbacks:
+        return ("callback", callbacks[t])
     if isinstance(t, type) and issubclass(t, ctypes.Array):
         return ("array", t._length_, ctype_of(t._type_))
     if isinstance(t, type) and issubclass(t, ctypes._Pointer):
@@ -212,7 +79,7 @@ def struct_mismatches(header, structs):
 def header():
     """collgen.h, parsed."""
     with open(HEADER) as f:
-        return Header(f.read())
+        return gen_abi.Header(f.read())
 
 
 # ---- the checks ---------------------------------------------------------
@@ -234,9 +101,33 @@ def test_parser_reads_the_whole_header(header):
 
 def test_every_bound_function_matches_the_header(header):
     assert function_mismatches(header, _abi.FUNCTIONS) == []
-    unbound = sorted(set(header.functions) - {f[0] for f in _abi.FUNCTIONS})
-    if unbound:
-        warnings.warn(f"collgen.h functions the package does not bind: {', '.join(unbound)}")
+    assert [f[0] for f in _abi.FUNCTIONS] == list(header.functions)
+
+
+def test_the_generated_function_table_is_current():
+    # A header change without `python3 python/tools/gen_abi.py` fails here.
+    with open(HEADER) as f:
+        want = gen_abi.render(f.read())
+    with open(os.path.join(PACKAGE_DIR, "_abi_functions.py")) as f:
+        got = f.read()
+    assert got == want, ("python/collgen/_abi_functions.py is stale: run "
+                         "python3 python/tools/gen_abi.py")
+
+
+def test_the_generator_notices_a_changed_header(tmp_path):
+    with open(HEADER) as f:
+        text = f.read()
+    changed = text.replace("COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);",
+                           "COLLGEN_API int collgen_comm_check(collgen_comm_t *comm, int x);")
+    assert changed != text
+    out = tmp_path / "_abi_functions.py"
+    out.write_text(gen_abi.render(text))
+    assert gen_abi.main(["--check", "--header", HEADER, "--output", str(out)]) == 0
+    header = tmp_path / "collgen.h"
+    header.write_text(changed)
+    assert gen_abi.main(["--check", "--header", str(header), "--output", str(out)]) == 1
+    assert gen_abi.main(["--header", str(header), "--output", str(out)]) == 0
+    assert '("collgen_comm_check", "c_int", ["c_void_p", "c_int"])' in out.read_text()
 
 
 def test_every_struct_matches_the_header(header):

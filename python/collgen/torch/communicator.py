@@ -18,9 +18,10 @@ import torch.distributed as dist
 from .. import communicator as _core
 from .._abi import lib
 from ..buffers import c_int_arg
-from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES
+from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES, MOVES_BITS
 from ..errors import check
 from ..unique_id import UniqueId
+from .op_table import OPS
 
 __all__ = ["Communicator", "TORCH_DTYPES"]
 
@@ -45,6 +46,8 @@ _VALUE_OF = {td: DTYPES[name] for td, name in _NAME_OF.items() if name not in CO
 # The current stream as an int, without making a torch.cuda.Stream object
 # (about 2 us of each eager call otherwise); the public call where absent.
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# The catalog op of each torch op name (op_table.py's rows).
+_CATALOG_OP = {row.name: row.op for row in OPS}
 # ctypes array types of 1..8 int64 dimensions, made once.
 _DIMS = [None] + [c_int64 * n for n in range(1, 9)]
 
@@ -196,9 +199,7 @@ class Communicator:
         catalog's: allreduce_sum, allgather_rmsnorm, allreduce_residual_rmsnorm)
         on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
         first such call loads nothing."""
-        op = {"all_reduce": "allreduce_sum", "all_gather_rmsnorm": "allgather_rmsnorm",
-              "fused_add_rmsnorm": "allreduce_residual_rmsnorm",
-              "reduce_scatter": "reduce_scatter_sum"}.get(op, op)
+        op = _CATALOG_OP.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
 
     def register(self, tensor):
@@ -228,11 +229,14 @@ class Communicator:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
                             f"not {dtype}") from None
 
-    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False):
+    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False,
+                op=None):
         """Checks one tensor; returns its catalog dtype value. A copy-only
         dtype (an integer, bool, float8 or f64 tensor) only with ``bits``
-        (an op that moves bits, or memory as such): the ops that compute on
-        elements refuse it here, naming the argument."""
+        (memory as such) or for an ``op`` (its catalog name) that the
+        catalog says only moves bits (catalog.MOVES_BITS): the ops that
+        compute on elements (``op`` None, or computing) refuse it here,
+        naming the argument."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
         if device is None:
@@ -253,7 +257,7 @@ class Communicator:
         if name is None:
             raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
                             f"not {t.dtype}")
-        if name in COPY_ONLY_DTYPES and not bits:
+        if name in COPY_ONLY_DTYPES and not (bits or op is not None and MOVES_BITS[op]):
             raise TypeError(f"{argument} has dtype {t.dtype}, which collgen only moves as bits "
                             f"({name} is a copy-only dtype); this op computes on elements: it "
                             f"takes {', '.join(map(str, _VALUE_OF))}")
@@ -343,6 +347,13 @@ class Communicator:
         if rc:
             self._fail(rc)
 
+    def _op_all_reduce(self, x, group_size):
+        """torch.ops.collgen.all_reduce's work (ops.py; op_table.py's row)."""
+        dt = self._tensor(x, "x", None)
+        out = torch.empty_like(x)
+        self._eager_all_reduce(dt, x, out, group_size)
+        return out
+
     def _local_all_reduce(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         for r, x in enumerate(xs):
@@ -412,6 +423,11 @@ class Communicator:
                                                                             "group_size"),
             self._stream()))
         return normed, residual
+
+    def _op_all_gather_rmsnorm(self, shard, weight, eps, weight_offset, shard_rows, group_size):
+        """torch.ops.collgen.all_gather_rmsnorm's work."""
+        return self._eager_all_gather_rmsnorm(shard, weight, eps, weight_offset, list(shard_rows),
+                                              group_size)
 
     def _local_all_gather_rmsnorm(self, shards, weights, eps, weight_offset, group_size):
         self._lists(("shard", shards), ("weight", weights))
@@ -510,6 +526,13 @@ class Communicator:
             static, g, self._stream()))
         return (normed, residual_out, scales) if dynamic_out else (normed, residual_out)
 
+    def _op_fused_add_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
+                              static=None):
+        """torch.ops.collgen.fused_add_rmsnorm's work (and, with ``static``,
+        the _fp8 form's: normed, residual_out, scales)."""
+        return self._eager_fused(x, residual, weight, eps, weight_offset, None, static,
+                                 group_size)
+
     def _local_fused(self, xs, residuals, weights, eps, weight_offset, residual_outs, fp8,
                      group_size):
         self._lists(("x", xs), ("residual", residuals), ("weight", weights),
@@ -554,11 +577,11 @@ class Communicator:
         if _is_compiling():
             r = torch.ops.collgen.broadcast(x, root, self.handle, group_size)
             return out.copy_(r) if out is not None else r
-        dt = self._tensor(x, "x", None, bits=True)
+        dt = self._tensor(x, "x", None, op="broadcast")
         if out is None:
             out = torch.empty_like(x)
         else:
-            self._tensor(out, "out", x.dtype, x.shape, bits=True)
+            self._tensor(out, "out", x.dtype, x.shape, op="broadcast")
         self._eager_broadcast(dt, x, out, root, group_size)
         return out
 
@@ -571,13 +594,20 @@ class Communicator:
         if rc:
             self._fail(rc)
 
+    def _op_broadcast(self, x, root, group_size):
+        """torch.ops.collgen.broadcast's work."""
+        dt = self._tensor(x, "x", None, op="broadcast")
+        out = torch.empty_like(x)
+        self._eager_broadcast(dt, x, out, root, group_size)
+        return out
+
     def _local_broadcast(self, xs, root, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
         outs = outs or [torch.empty_like(x) for x in xs]
         for r, o in enumerate(outs):
-            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], bits=True)
+            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
         self._local_call(lambda streams: self._core.broadcast(
             _arrays(xs), _arrays(outs), root, group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
             stream=streams))
@@ -594,7 +624,7 @@ class Communicator:
         lists of tensors."""
         if self.rank is None:
             return self._local_all_gather(x, out, group_size)
-        self._tensor(x, "x", None, bits=True)
+        self._tensor(x, "x", None, op="all_gather")
         if x.dim() < 1:
             raise ValueError("x: all_gather needs a tensor of at least one dimension")
         rows = self._shard_rows(shard_rows, x.shape[0])
@@ -604,12 +634,12 @@ class Communicator:
         return self._eager_all_gather(x, out, rows, group_size)
 
     def _eager_all_gather(self, x, out, rows, group_size):
-        dt = self._tensor(x, "x", None, bits=True)
+        dt = self._tensor(x, "x", None, op="all_gather")
         shape = (self._group_rows(rows, group_size),) + tuple(x.shape[1:])
         if out is None:
             out = torch.empty(shape, dtype=x.dtype, device=self.device)
         else:
-            self._tensor(out, "out", x.dtype, shape, bits=True)
+            self._tensor(out, "out", x.dtype, shape, op="all_gather")
         arrays = [_DIMS[x.dim()](r, *x.shape[1:]) for r in rows]
         shapes = (POINTER(c_int64) * len(arrays))(*arrays)
         self._fail(lib.collgen_rank_all_gather(self._h, dt, x.dim(), shapes, x.data_ptr(),
@@ -617,11 +647,15 @@ class Communicator:
                                                self._stream()))
         return out
 
+    def _op_all_gather(self, x, shard_rows, group_size):
+        """torch.ops.collgen.all_gather's work."""
+        return self._eager_all_gather(x, None, list(shard_rows), group_size)
+
     def _local_all_gather(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
         x0 = xs[0]
         for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], bits=True)
+            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], op="all_gather")
             if x.dim() < 1 or x.shape[1:] != x0.shape[1:]:
                 raise ValueError(f"x[{r}] has shape {tuple(x.shape)}; every shard needs the "
                                  f"shape [rows, {', '.join(map(str, x0.shape[1:]))}]")
@@ -669,6 +703,13 @@ class Communicator:
         self._fail(lib.collgen_rank_reduce_scatter_sum(
             self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(),
             c_int_arg(group_size, "group_size"), self._stream()))
+
+    def _op_reduce_scatter(self, x, group_size):
+        """torch.ops.collgen.reduce_scatter's work."""
+        dt = self._tensor(x, "x", None)
+        out = x.new_empty(self._scatter_shape(x.shape, group_size, self.rank))
+        self._eager_reduce_scatter(dt, x, out, group_size)
+        return out
 
     def _local_reduce_scatter(self, xs, outs, group_size):
         self._lists(("x", xs), ("out", outs))
@@ -766,3 +807,14 @@ class Communicator:
             self._local_call(call)
         out = (normed, res_out) + ((scales,) if dynamic and dynamic_out else ())
         return tuple(v[0] for v in out) if one else out
+
+    def _op_reduce_scatter_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
+                                   static=None):
+        """torch.ops.collgen.reduce_scatter_rmsnorm's work (and, with
+        ``static``, the _fp8 form's: normed, residual_out, scales, empty
+        for a static scale)."""
+        out = self._eager_rs_norm(x, residual, weight, eps, weight_offset, None, static,
+                                  group_size, static is not None)
+        if static is not None and len(out) == 2:
+            out = out + (x.new_empty((0,), dtype=torch.float32),)
+        return out
