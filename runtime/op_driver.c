@@ -197,6 +197,11 @@ void collgen__common_shape(const collgen_comm_t *c, const collgen__call *call, c
   s->max_blocks = c->max_blocks;
 }
 
+void collgen__group_arch(const collgen_comm_t *c, collgen_shape_t *shape, int base) {
+  _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
+  memcpy(shape->arch, c->arch[base], sizeof shape->arch);
+}
+
 int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
                            CUfunction *fn, collgen_plan_t *plan_out) {
   for (int r = base; r < base + size; ++r)
@@ -204,8 +209,7 @@ int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, 
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
                            "ranks %d and %d of one group have different archs (%s, %s)",
                            base, r, c->arch[base], c->arch[r]);
-  _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
-  memcpy(shape->arch, c->arch[base], sizeof shape->arch);
+  collgen__group_arch(c, shape, base);
   collgen_plan_t spare;
   const collgen_plan_t *plan = &spare;
   const struct collgen__entry *entry = NULL;

@@ -339,6 +339,10 @@ int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *sha
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);
 
+/* Sets shape->arch to the arch of rank `base`, the group's first rank:
+** the arch every kernel of that group is built for. */
+void collgen__group_arch(const collgen_comm_t *c, collgen_shape_t *shape, int base);
+
 /* Plans `shape` (arch set here from rank base) for the group [base,
 ** base+size), and unless the plan is a copy (plan->copy_from >= 0: no
 ** kernel), fetches its cubin through the cache and loads it on every

@@ -8,7 +8,6 @@
 */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "generator.h"
 #include "op_runtime.h"
@@ -36,24 +35,22 @@ static int check_shape(collgen_comm_t *c, const collgen_shape_t *in, int i, coll
   return COLLGEN_OK;
 }
 
-/* One group's kernel of a checked shape: the shape as that group runs it
-** (on the NCCL route, this rank's local kernel, a group of one) and the
-** group's first rank and size. */
+/* The group a kernel of prepare's list is loaded for: its first rank and size. */
 typedef struct {
-  collgen_shape_t shape;
   int base, size;
-} group_kernel;
+} group_span;
 
 /* The kernels shape s needs on this communicator, one per group whose
-** kernel this process loads, in out[0..] (at most c->ndev); returns how
-** many. */
-static int group_kernels(const collgen_comm_t *c, const collgen_shape_t *s, group_kernel *out) {
+** kernel this process loads: the shape as that group runs it (on the NCCL
+** route, this rank's local kernel, a group of one; its arch set) in
+** shape_out[], its group in span_out[] (at most c->ndev each). Returns
+** how many. */
+static int group_kernels(const collgen_comm_t *c, const collgen_shape_t *s,
+                         collgen_shape_t *shape_out, group_span *span_out) {
   int n = 0;
   for (int base = 0; base < c->ndev; base += s->group_size) {
-    group_kernel *k = &out[n];
-    k->shape = *s;
-    k->base = base;
-    k->size = s->group_size;
+    group_span g = {base, s->group_size};
+    shape_out[n] = *s;
     if (collgen__route_of(c, s->group_size, base) == COLLGEN_TRANSPORT_NCCL) {
       /* NCCL path (op_nccl.c): this rank's local kernel, the op on a group
       ** of one over the same rows and cols; an op whose exchange is the
@@ -61,14 +58,11 @@ static int group_kernels(const collgen_comm_t *c, const collgen_shape_t *s, grou
       if (!collgen__op_runtime_find(s->op)->nccl_local || c->self < base ||
           c->self >= base + s->group_size)
         continue;
-      k->shape.group_size = 1;
-      k->base = c->self;
-      k->size = 1;
+      shape_out[n].group_size = 1;
+      g = (group_span){c->self, 1};
     }
-    /* the arch the group's kernel is built for (collgen__group_prepare) */
-    _Static_assert(sizeof k->shape.arch == sizeof c->arch[0], "arch strings differ in size");
-    memcpy(k->shape.arch, c->arch[k->base], sizeof k->shape.arch);
-    ++n;
+    collgen__group_arch(c, &shape_out[n], g.base);
+    span_out[n++] = g;
   }
   return n;
 }
@@ -85,29 +79,27 @@ int collgen_comm_prepare(collgen_comm_t *c, const collgen_shape_t *shapes, int c
   collgen_shape_t *checked = malloc((size_t)(count ? count : 1) * sizeof *checked);
   if (!checked) return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
   for (int i = 0; rc == COLLGEN_OK && i < count; ++i) rc = check_shape(c, &shapes[i], i, &checked[i]);
-  group_kernel *kernels = NULL;
+  collgen_shape_t *kshapes = NULL;
+  group_span *spans = NULL;
   int nkernels = 0;
   if (rc == COLLGEN_OK && count > 0) {
-    kernels = malloc((size_t)count * (size_t)c->ndev * sizeof *kernels);
-    if (!kernels) rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
+    kshapes = malloc((size_t)count * (size_t)c->ndev * sizeof *kshapes);
+    spans = malloc((size_t)count * (size_t)c->ndev * sizeof *spans);
+    if (!kshapes || !spans)
+      rc = collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_NO_MEMORY, "out of memory");
   }
   for (int i = 0; rc == COLLGEN_OK && i < count; ++i)
-    nkernels += group_kernels(c, &checked[i], &kernels[nkernels]);
+    nkernels += group_kernels(c, &checked[i], &kshapes[nkernels], &spans[nkernels]);
   free(checked);
-  if (rc == COLLGEN_OK && nkernels > 1) {
-    /* The cache misses compile at once on several threads; the loads below
-    ** then find every kernel built (and report what failed to build). */
-    collgen_shape_t *wanted = malloc((size_t)nkernels * sizeof *wanted);
-    if (wanted) {
-      for (int k = 0; k < nkernels; ++k) wanted[k] = kernels[k].shape;
-      collgen__generator_build_ahead(c->gen, wanted, nkernels, collgen__param_jit_threads());
-      free(wanted);
-    }
-  }
+  /* The cache misses compile at once on several threads; the loads below
+  ** then find every kernel built (and report what failed to build). */
+  if (rc == COLLGEN_OK)
+    collgen__generator_build_ahead(c->gen, kshapes, nkernels, collgen__param_jit_threads());
   CUfunction fn[COLLGEN_MAX_DEVICES];
   for (int k = 0; rc == COLLGEN_OK && k < nkernels; ++k)
-    rc = collgen__group_prepare(c, &kernels[k].shape, kernels[k].base, kernels[k].size, fn, NULL);
-  free(kernels);
+    rc = collgen__group_prepare(c, &kshapes[k], spans[k].base, spans[k].size, fn, NULL);
+  free(kshapes);
+  free(spans);
   return rc;
 }
 
