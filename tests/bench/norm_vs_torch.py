@@ -2,7 +2,7 @@
 
     python3 tests/bench/norm_vs_torch.py [--csv FILE] [--shapes 8192x8192,...]
                                          [--only collgen] [--label NAME] [--ranks N]
-                                         [--processes K]
+                                         [--processes K] [--rotate]
 
 A group of one rank of collgen's allreduce_residual_rmsnorm is a residual
 add and an RMSNorm: residual_out = round(x + residual), normed =
@@ -30,6 +30,13 @@ of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 ranks' kernels share the GPU, so the time is for A/B of one tree against
 another, not a measure of a multi-GPU call); every rank's outputs are
 checked against the reference of the sum.
+
+--rotate gives every call of a graph other inputs: x and residual cycle
+through S sets (S = enough to fill the L2 three times, at most 64), so that
+where S sets exceed the L2 each call reads its inputs from HBM, as a layer
+of a model does, instead of what the previous replay left in the L2 (the
+cold-cache way Triton's do_bench times kernels). Every set is checked. The
+outputs are the allocator's, reused call after call, in both ways.
 
 --processes K (2..9) runs the whole comparison in K processes one after
 the other and reports, per shape and way, the median of the K processes'
@@ -208,6 +215,7 @@ def over_processes(args):
               f"{span:>13}", flush=True)
         out.append({"label": first["label"], "ranks": first["ranks"], "rows": first["rows"],
                     "cols": first["cols"], "processes": len(same),
+                    "input_sets": first.get("input_sets", "1"),
                     **med, "floor_us": first["floor_us"],
                     "speedup_min": min(ratios) if ratios else None,
                     "speedup_max": max(ratios) if ratios else None})
@@ -225,6 +233,8 @@ def main():
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--ranks", type=int, default=1, help="ranks mapped onto the GPU (collgen only)")
     ap.add_argument("--processes", type=int, default=1, help="run in K processes, report medians")
+    ap.add_argument("--rotate", action="store_true",
+                    help="inputs cycle through sets filling 3x the L2 (a cold L2 every call)")
     args = ap.parse_args()
     if not 1 <= args.processes <= 9:
         raise SystemExit("--processes: 1..9")
@@ -248,34 +258,58 @@ def main():
     gen = torch.Generator(device=dev).manual_seed(1234)
     rows_out = []
     print(f"# {torch.cuda.get_device_name(dev)}, torch {torch.__version__}, bf16, "
-          f"median of {args.replays} graph replays, {nranks} rank(s)", flush=True)
+          f"median of {args.replays} graph replays, {nranks} rank(s), "
+          f"{'inputs rotating (cold L2)' if args.rotate else 'the same inputs every call'}",
+          flush=True)
     head = f"{'shape':>12} {'eager us':>9} {'compile us':>10} {'collgen us':>10} " \
            f"{'vs compile':>10} {'floor us':>8} {'collgen/floor':>13}"
     print(head, flush=True)
     failures = 0
     for rows, cols in parse_shapes(args.shapes):
-        xs = [torch.randn(rows, cols, generator=gen, device=dev).bfloat16() for _ in range(nranks)]
-        x = xs[0]
-        residual = torch.randn(rows, cols, generator=gen, device=dev).bfloat16()
+        input_bytes = (nranks + 1) * rows * cols * 2  # x of every rank and residual, bf16
+        nsets = min(64, -(-3 * L2_BYTES // input_bytes)) if args.rotate else 1
         weight = (torch.rand(cols, generator=gen, device=dev) + 0.5).bfloat16()
-        ref = reference(xs, residual, weight, EPS)
-        residuals, weights = [residual] * nranks, [weight] * nranks
+        sets = []  # (xs, residual, reference)
+        for _ in range(nsets):
+            xs = [torch.randn(rows, cols, generator=gen, device=dev).bfloat16()
+                  for _ in range(nranks)]
+            residual = torch.randn(rows, cols, generator=gen, device=dev).bfloat16()
+            sets.append((xs, residual, reference(xs, residual, weight, EPS)))
+        weights = [weight] * nranks
+        turn = [0]  # the set the next call reads (calls cycle through them)
+
+        def next_set():
+            s = sets[turn[0] % nsets]
+            turn[0] += 1
+            return s
 
         def collgen_call():
-            normed, res = comm.fused_add_rmsnorm(xs, residuals, weights, EPS)
-            return normed, res
+            xs, residual, _ = next_set()
+            return comm.fused_add_rmsnorm(xs, [residual] * nranks, weights, EPS)
 
         ways = {"collgen": collgen_call}
         if args.only is None:
-            ways["eager"] = lambda: fused(x, residual, weight, EPS)
-            ways["compile"] = lambda: compiled(x, residual, weight, EPS)
-        problems = {name: check(name, f(), ref) for name, f in ways.items()}
+            def eager_call():
+                xs, residual, _ = next_set()
+                return fused(xs[0], residual, weight, EPS)
+
+            def compile_call():
+                xs, residual, _ = next_set()
+                return compiled(xs[0], residual, weight, EPS)
+
+            ways["eager"], ways["compile"] = eager_call, compile_call
+        problems = {}
+        for name, f in ways.items():  # every set, in turn order
+            turn[0] = 0
+            problems[name] = next(filter(None, (check(f"{name} set {k}", f(), sets[k][2])
+                                                for k in range(nsets))), None)
         for problem in filter(None, problems.values()):
             print(f"{rows}x{cols}: CHECK FAILED (not timed): {problem}", flush=True)
             failures += 1
         ways = {name: f for name, f in ways.items() if not problems[name]}
-        traffic = 4 * rows * cols * x.element_size()
+        traffic = 4 * rows * cols * 2
         calls = max(5, min(200, int(3e-3 / max(traffic / HBM_BYTES_PER_S, 3e-6))))
+        calls = -(-calls // nsets) * nsets  # whole turns through the sets
         graphs = {name: captured(f, calls) for name, f in ways.items()}
         times = {name: [] for name in graphs}
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -289,6 +323,7 @@ def main():
         us = {name: statistics.median(t) for name, t in times.items()}
         floor = traffic / HBM_BYTES_PER_S * 1e6 if traffic > L2_BYTES else None
         row = {"label": args.label, "ranks": nranks, "rows": rows, "cols": cols, "calls_per_graph": calls,
+               "input_sets": nsets,
                "eager_us": us.get("eager"), "compile_us": us.get("compile"),
                "collgen_us": us.get("collgen"), "floor_us": floor}
         rows_out.append(row)
