@@ -43,7 +43,7 @@ local function vars_of(spec)
     spec = spec, kernel = spec.kernel, dtype = spec.dtype, ctype = d.ctype,
     esize = d.bytes, reduces = d.acc_type ~= nil, G = spec.group, VEC = spec.vec,
     BLOCK = spec.block,
-    COLS = spec.cols, ITEMS = spec.items, algo = spec.algo, FP8 = spec.fp8,
+    COLS = spec.cols, ITEMS = spec.items, algo = spec.algo, FP8 = spec.fp8, STREAM = spec.stream,
     abi = catalog.abi,
   }
 end

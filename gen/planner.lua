@@ -4,7 +4,7 @@
 -- (already resolved, never 0), tensor_rank, elems, rows, cols, aligned16,
 -- inplace, fp8 (a name of catalog.fp8), max_blocks (0 = default), arch.
 -- Output (a spec): what the kernel source depends on (op, dtype, group,
--- algo, vec, block, cols, items, fp8) plus the launch grid and what the
+-- algo, vec, block, cols, items, fp8, stream) plus the launch grid and what the
 -- runtime must know of the algorithm (check_runtime_facts below). The grid is derived
 -- from the shape alone, never from device queries, so every rank of a group
 -- launches the same grid. The tensor rank is validated but not specialized
@@ -273,6 +273,47 @@ local function local_row_layout(s)
   return vec, nv, block, items
 end
 
+-- The cache hints of the group-of-one norm row ("local", rows in
+-- registers, 16-byte vectors, plain normed output): spec.stream. x and
+-- residual_in are then loaded without L1 allocation and both outputs
+-- stored evict-first (st.global.cs). Measured on one H200 (sm_90, 50 MiB
+-- L2; docs/perf-notes.md, "Session 13"), by the call's traffic (x and
+-- residual_in read, residual_out and normed written: 4 x rows x row
+-- bytes), at every width from 1024 to 8192 bf16 columns alike:
+--   * traffic up to the L2: much slower (2048 x 2048: 6.3 -> 8.7 us);
+--   * from the L2 to 1.44 times it: 1.5-7% faster (2048 x 4096, 1.28
+--     times: 18.0 -> 16.8 us);
+--   * from 1.5 times it: 1-3% slower, level at 4 times and more.
+-- So the planner streams where the traffic lies in (L2, STREAM_MAX_L2S x
+-- L2]. Other archs, not measured, keep the plain accesses.
+M.STREAM_L2_BYTES = { sm_90 = 50 * 1024 * 1024, sm_90a = 50 * 1024 * 1024 }
+M.STREAM_MAX_L2S = { num = 7, den = 5 }   -- 1.4: below the 1.44 still measured faster
+
+-- The rows of a group-of-one norm call of shape s that stream are those
+-- above stream_min_rows(s) up to stream_max_rows(s); both nil where the
+-- kernel never does (no L2 size for the arch, or rows not 16-byte vectors).
+local function stream_bounds(s)
+  local l2 = M.STREAM_L2_BYTES[s.arch]
+  local row_bytes = s.cols * DTYPES[s.dtype].bytes
+  if not l2 or row_bytes % 16 ~= 0 then return nil end
+  local max_traffic = l2 * M.STREAM_MAX_L2S.num // M.STREAM_MAX_L2S.den
+  return l2 // (4 * row_bytes), max_traffic // (4 * row_bytes)
+end
+local function stream_min_rows(s) return (stream_bounds(s)) end
+local function stream_max_rows(s) return select(2, stream_bounds(s)) end
+
+-- Whether a group-of-one norm call of shape s with row layout vec, items
+-- streams (stream_bounds). Only the measured layouts do: up to
+-- M.LOCAL_ROW_VECS vectors per thread (bf16 up to 8192 columns, f32 up to
+-- 4096). Wider rows (4 vectors per thread) spilled when streamed (bf16
+-- 16384 columns: 32 bytes of stack, f32 8192: 8), which their plain
+-- kernels do not.
+local function local_streams(s, vec, items)
+  local lo, hi = stream_bounds(s)
+  return lo ~= nil and vec > 1 and items > 0 and items <= M.LOCAL_ROW_VECS and s.fp8 == "none"
+    and s.rows > lo and s.rows <= hi
+end
+
 -- The grid cap of a norm kernel: the caller's max_blocks, else the signal
 -- slots, or for the group-of-one kernel one block per row.
 local function norm_grid_cap(s, algo)
@@ -372,13 +413,14 @@ local function plan_allreduce_residual_rmsnorm(s)
   end
   local cap = norm_grid_cap(s, algo)
   local grid_rows = algo == "rowsplit" and ceil_div(s.rows, g) or s.rows  -- rowsplit: a slice
+  local stream = algo == "local" and local_streams(s, vec, items)
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = clamp(grid_rows, 1, cap), cols = s.cols, items = items,
-    fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
-    kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s%s",
+    fp8 = s.fp8, stream = stream, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_allreduce_residual_rmsnorm_%s_g%d_c%d_v%d_%s_%s%s%s",
                            s.dtype, g, s.cols, vec, algo, row_tag("u", items),
-                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
+                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8, stream and "_cs" or ""),
     -- one-shot and row split pull every rank's x; row split pushes its
     -- slice's residual_out into every rank; LL pushes x only
     peer_reads = (algo == "ll" or algo == "local") and {} or { "x" },
@@ -463,14 +505,15 @@ local function plan_reduce_scatter_rmsnorm(s)
   local algo = g == 1 and "local" or "oneshot"
   local vec, _, block, items = (g == 1 and local_row_layout or row_layout)(s)
   local cap = norm_grid_cap(s, algo)
+  local stream = algo == "local" and local_streams(s, vec, items)
   return {
     op = s.op, dtype = s.dtype, group = g, algo = algo, vec = vec,
     block = block, grid = clamp(s.rows, 1, cap), cols = s.cols, items = items,
-    fp8 = s.fp8, arch = s.arch, template = OPS[s.op].template,
-    kernel = string.format("collgen_reduce_scatter_rmsnorm_%s_g%d_c%d_v%d_%s%s%s",
+    fp8 = s.fp8, stream = stream, arch = s.arch, template = OPS[s.op].template,
+    kernel = string.format("collgen_reduce_scatter_rmsnorm_%s_g%d_c%d_v%d_%s%s%s%s",
                            s.dtype, g, s.cols, vec, algo == "local" and "local_" or "",
                            row_tag("u", items),
-                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8),
+                           s.fp8 == "none" and "" or "_e4m3_" .. s.fp8, stream and "_cs" or ""),
     peer_reads = algo == "local" and {} or { "x" }, peer_writes = {},
   }
 end
@@ -493,13 +536,15 @@ end
 -- Returns the spec for a shape, or raises "planner: <reason>".
 function M.plan(s)
   check_common(s)
-  return check_runtime_facts(PLANNERS[s.op](s))
+  local spec = PLANNERS[s.op](s)
+  if spec.stream == nil then spec.stream = false end  -- only local norm rows stream
+  return check_runtime_facts(spec)
 end
 
 -- The fields that change the generated source, in a fixed order. The grid
 -- is deliberately absent: it is a launch parameter, not part of the kernel.
-M.KEY_FIELDS = { "op", "dtype", "group", "algo", "vec", "block", "cols", "items", "fp8", "arch",
-                 "kernel" }
+M.KEY_FIELDS = { "op", "dtype", "group", "algo", "vec", "block", "cols", "items", "fp8", "stream",
+                 "arch", "kernel" }
 
 -- Returns the canonical text of a spec, used for the cache key.
 function M.canonical(spec)
@@ -516,12 +561,15 @@ end
 local VARIANT_AXES = {
   allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
   allgather_rmsnorm = { size = "rows", thresholds = { ll_max_rows }, per_cols = true },
-  allreduce_residual_rmsnorm = { size = "rows", thresholds = { ll_max_rows, oneshot_max_rows },
+  allreduce_residual_rmsnorm = { size = "rows",
+                                 thresholds = { ll_max_rows, oneshot_max_rows, stream_min_rows,
+                                               stream_max_rows },
                                  per_cols = true },
   broadcast = { size = "elems", thresholds = {} },
   all_gather = { size = "elems", thresholds = {} },  -- the kernel does not depend on the size
   reduce_scatter_sum = { size = "elems", thresholds = {} },
-  reduce_scatter_rmsnorm = { size = "rows", thresholds = {}, per_cols = true },
+  reduce_scatter_rmsnorm = { size = "rows", thresholds = { stream_min_rows, stream_max_rows },
+                             per_cols = true },
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end
@@ -542,8 +590,8 @@ local function size_probes(axes, s)
   local function add(v) if v >= 0 and not set[v] then set[v], list[#list + 1] = true, v end end
   add(0); add(1); add(M.HUGE_SIZE)
   for _, threshold in ipairs(axes.thresholds) do
-    local t = threshold(s)
-    add(t - 1); add(t); add(t + 1)
+    local t = threshold(s)   -- nil: the shape's kernel never crosses this one
+    if t then add(t - 1); add(t); add(t + 1) end
   end
   table.sort(list)
   return list

@@ -88,6 +88,33 @@ __device__ __forceinline__ unsigned long long slice_start(const collgen_kparams 
 % end
 
 % if algo == "local" and ITEMS > 0 then
+%   if STREAM then
+%     if VEC == 1 then error("residual_rmsnorm.cuh.tpl: streamed rows need 16-byte vectors") end
+// This call moves more bytes than the L2 holds (the planner's `stream`):
+// the row's inputs are loaded without L1 allocation and its outputs stored
+// evict-first, so they do not push the next rows' inputs out of the L2.
+__device__ __forceinline__ vec_t load_row_vec(const void *base, unsigned long long i) {
+  vec_t v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.raw.x), "=r"(v.raw.y), "=r"(v.raw.z), "=r"(v.raw.w)
+               : "l"((const uint4 *)base + i));
+  return v;
+}
+__device__ __forceinline__ void store_row_vec(void *base, unsigned long long i, vec_t v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"((uint4 *)base + i),
+               "r"(v.raw.x), "r"(v.raw.y), "r"(v.raw.z), "r"(v.raw.w) : "memory");
+}
+%   else
+// The row's inputs and outputs take the plain accesses (the call fits
+// the L2, or the planner streams on no other arch).
+__device__ __forceinline__ vec_t load_row_vec(const void *base, unsigned long long i) {
+  return load_vec(base, i);
+}
+__device__ __forceinline__ void store_row_vec(void *base, unsigned long long i, vec_t v) {
+  store_vec(base, i, v);
+}
+%   end
+
 // Row `row` of a group of one: residual_out = round(x + residual_in${optional_residual and " (or x)" or ""}),
 // written, then its normed output. Nobody to wait for, so every load of
 // the row (x, residual_in, gamma) goes out before any value is used: one
@@ -104,11 +131,11 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
   for (int it = 0; it < ${ITEMS}; ++it) {
     const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
     if (c < ROW_VECS) {
-      r[it] = load_vec(p.in[0], base + c);
+      r[it] = load_row_vec(p.in[0], base + c);
 %   if optional_residual then
-      if (has_residual) res[it] = load_vec(p.residual_in, base + c);
+      if (has_residual) res[it] = load_row_vec(p.residual_in, base + c);
 %   else
-      res[it] = load_vec(p.residual_in, base + c);
+      res[it] = load_row_vec(p.residual_in, base + c);
 %   end
       gam[it] = load_vec(p.gamma, c);
     }
@@ -125,7 +152,7 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
       accumulate(y, res[it]);
 %   end
       r[it] = pack(y);  // residual_out, rounded
-      store_vec(p.out[p.rank], base + c, r[it]);
+      store_row_vec(p.out[p.rank], base + c, r[it]);
       unpack(r[it], y);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) sumsq += y[k] * y[k];
@@ -155,7 +182,8 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     if (c < ROW_VECS) {
       unpack(r[it], y);
 %   if FP8 == "none" then
-      write_normed(p, row, c, y, scale, gam[it]);
+      normed_f32(p, y, scale, gam[it], y);
+      store_row_vec(p.normed, row * ROW_VECS + c, pack(y));
 %   else
       normed_f32(p, y, scale, gam[it], y);
       store_e4m3(p, row, c, y, divider);

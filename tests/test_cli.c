@@ -277,6 +277,9 @@ Test(cli, gen_matches_golden_sources) {
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 1 --rows 8192 --cols 8192 "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_local_bf16_g1_c8192.cu");
+  expect_golden("gen allreduce_residual_rmsnorm --ngpus 1 --rows 2048 --cols 4096 "
+                "--no-line-directives",
+                "allreduce_residual_rmsnorm_local_bf16_g1_c4096_cs.cu");
   expect_golden("gen allreduce_residual_rmsnorm --ngpus 4 --rows 8 --cols 8192 --fp8 dynamic "
                 "--no-line-directives",
                 "allreduce_residual_rmsnorm_ll_bf16_g4_c8192_e4m3_dynamic.cu");
@@ -351,13 +354,14 @@ Test(cli, pregen_fills_then_finds_everything) {
 }
 
 /* allreduce_residual_rmsnorm's kernels per FP8 output mode: a group of one
-** at 1024 f32 cols has 2 (vector and scalar one-shot) per mode; --fp8
-** picks modes, and without it every mode the arch has is compiled (sm_80:
-** none of the e4m3 ones). */
+** at 1024 f32 cols has 2 (vector and scalar) per mode, and on the default
+** arch (sm_90a) a third plain one, streamed just above the L2; --fp8 picks
+** modes, and without it every mode the arch has is compiled (sm_80: none
+** of the e4m3 ones). */
 Test(cli, pregen_fp8_modes) {
   static const struct { const char *flags; int compiled; } cases[] = {
-      {"--fp8 none", 2},  {"--fp8 static", 2}, {"--fp8 dynamic,none", 4},
-      {"", 6},            {"--arch sm_89", 6}, {"--arch sm_80", 2},
+      {"--fp8 none", 3},  {"--fp8 static", 2}, {"--fp8 dynamic,none", 5},
+      {"", 7},            {"--arch sm_89", 6}, {"--arch sm_80", 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char args[4600], *out = NULL;

@@ -14,6 +14,7 @@
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,6 +262,37 @@ Test(reduce_scatter_rmsnorm, every_rank_count_and_group_size, .timeout = 600) {
     }
     collgen_comm_destroy(c);
   }
+}
+
+/* The planned kernel of a call of reduce_scatter_rmsnorm. */
+static void rs_kernel(collgen_comm_t *c, collgen_dtype_t dt, int group, int64_t rows,
+                      int64_t cols, char *kernel, size_t size) {
+  collgen_shape_t s;
+  collgen_shape_init(&s, COLLGEN_OP_REDUCE_SCATTER_RMSNORM);
+  s.dtype = dt;
+  s.ngpus = c->ndev;
+  s.group_size = group;
+  s.rows = rows;
+  s.cols = cols;
+  snprintf(s.arch, sizeof s.arch, "%s", c->arch[0]);
+  collgen_plan_t plan;
+  cr_assert_eq(collgen_plan(c->gen, &s, &plan), COLLGEN_OK, "%s",
+               collgen_generator_last_error(c->gen));
+  snprintf(kernel, size, "%s", plan.kernel);
+}
+
+/* A group of one whose traffic lies just above the L2 of an sm_90 part streams
+** (the "_cs" kernel of allreduce_residual_rmsnorm's local rows, planned
+** alike): with and without residual_in, in place. */
+Test(reduce_scatter_rmsnorm, groups_of_one_above_the_l2_stream, .timeout = 300) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  char kernel[128];
+  rs_kernel(c, COLLGEN_DTYPE_BF16, 1, 2001, 4096, kernel, sizeof kernel);
+  const int sm90 = strncmp(c->arch[0], "sm_90", 5) == 0;
+  cr_expect_eq(strstr(kernel, "_cs") != NULL, sm90, "%s on %s", kernel, c->arch[0]);
+  rs_check(c, COLLGEN_DTYPE_BF16, 1, 2001, 4096, 1, 0, 0, COLLGEN_FP8_NONE);
+  rs_check(c, COLLGEN_DTYPE_BF16, 1, 2001, 4096, 0, 1, 0, COLLGEN_FP8_NONE);
+  collgen_comm_destroy(c);
 }
 
 /* Other dtypes and row layouts on 4 ranks: f32 scalar rows (unaligned),

@@ -555,6 +555,29 @@ Test(residual_rmsnorm, groups_of_one_every_dtype_cols_and_fp8_mode, .timeout = 9
   cr_expect_gt(reached_matching("_local_u", "_e4m3_static"), 0, "no FP8 static group-of-one kernel");
 }
 
+/* Groups of one whose traffic (4 x rows x row bytes) lies just above the
+** L2 of an sm_90 part (up to 1.4 times it): the planner streams them (x and
+** residual_in loaded without L1 allocation, both outputs stored
+** evict-first: "_cs" kernels). Per dtype, in place and not, each checked
+** like any call; unaligned rows keep the plain scalar kernel. Other archs
+** run the same cases on plain kernels. */
+Test(residual_rmsnorm, groups_of_one_above_the_l2_stream, .timeout = 300) {
+  collgen_comm_t *c = make_comm(2, 0, 0, 0);
+  static const struct { collgen_dtype_t dt; int64_t cols, rows; } big[] = {
+      {COLLGEN_DTYPE_BF16, 4096, 2001}, {COLLGEN_DTYPE_F16, 1000, 8001},
+      {COLLGEN_DTYPE_F32, 2048, 2001}};
+  for (size_t k = 0; k < sizeof big / sizeof big[0]; ++k) {
+    rr_check(c, big[k].dt, 1, big[k].rows, big[k].cols, 0, 0, 1);
+    rr_check(c, big[k].dt, 1, big[k].rows, big[k].cols, 1, 0, 1);
+    rr_check(c, big[k].dt, 1, big[k].rows, big[k].cols, 0, 1, 1);
+  }
+  const int sm90 = strncmp(c->arch[0], "sm_90", 5) == 0;
+  collgen_comm_destroy(c);
+  for (int i = 0; i < nreached; ++i) cr_log_info("reached %s", reached[i]);
+  cr_expect_eq(reached_matching("_g1_", "_cs"), sm90 ? 3 : 0, "streamed kernels reached");
+  cr_expect_gt(reached_matching("_g1_", "_v1_local_u"), 0, "no scalar group-of-one kernel");
+}
+
 /* Dynamic scaling: an all-zero row gets scale 0 and code 0 even with eps
 ** 0, where its normed_f32 is NaN (0 * inf); the other rows are checked as
 ** usual. LL, looped and scalar rows. */

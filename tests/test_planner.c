@@ -313,6 +313,92 @@ Test(planner, residual_rmsnorm_refusals_and_grid_cap) {
   cr_expect_eq(p.grid, 4);
 }
 
+/* A group of one (allreduce_residual_rmsnorm and reduce_scatter_rmsnorm)
+** streams when its traffic, 4 x rows x cols x element size, lies above the
+** 50 MiB L2 of sm_90 and up to 1.4 times it (bf16 4096 cols: 1601 to 2240
+** rows), with 16-byte vectors, rows in registers and plain output; nothing
+** else streams. */
+Test(planner, groups_of_one_stream_just_above_the_l2_of_sm_90) {
+  static const collgen_op_t ops[] = {COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
+                                     COLLGEN_OP_REDUCE_SCATTER_RMSNORM};
+  for (int o = 0; o < 2; ++o) {
+    collgen_shape_t s;
+    collgen_plan_t p;
+    collgen_shape_init(&s, ops[o]);
+    s.dtype = COLLGEN_DTYPE_BF16;
+    s.ngpus = 1;
+    s.group_size = 1;
+    s.cols = 4096;
+    strcpy(s.arch, "sm_90a");
+    const struct { int64_t rows; int streams; } at[] = {
+        {1, 0}, {1600, 0}, {1601, 1}, {2048, 1}, {2240, 1}, {2241, 0}, {100000, 0}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; ++i) {
+      s.rows = at[i].rows;
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+      cr_expect_eq(strstr(p.kernel, "_cs") != NULL, at[i].streams, "%lld rows: %s",
+                   (long long)s.rows, p.kernel);
+      cr_expect(strstr(p.canonical, at[i].streams ? ";stream=true;" : ";stream=false;"), "%s",
+                p.canonical);
+      cr_expect_eq(p.grid, s.rows, "one block per row either way");
+    }
+    s.rows = 2000;
+    strcpy(s.arch, "sm_90");
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(strstr(p.kernel, "_cs"), "sm_90 too: %s", p.kernel);
+    s.dtype = COLLGEN_DTYPE_F32; /* 16 KiB rows: 801 to 1120 rows */
+    const struct { int64_t rows; int streams; } f32_at[] = {{800, 0}, {801, 1}, {1120, 1}, {1121, 0}};
+    for (size_t i = 0; i < sizeof f32_at / sizeof f32_at[0]; ++i) {
+      s.rows = f32_at[i].rows;
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+      cr_expect_eq(strstr(p.kernel, "_cs") != NULL, f32_at[i].streams, "f32 %lld rows: %s",
+                   (long long)s.rows, p.kernel);
+    }
+    s.dtype = COLLGEN_DTYPE_BF16;
+    s.rows = 2000;
+    static const char *const plain_archs[] = {"sm_80", "sm_89", "sm_100"};
+    for (int a = 0; a < 3; ++a) {
+      strcpy(s.arch, plain_archs[a]);
+      cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+      cr_expect(!strstr(p.kernel, "_cs"), "%s: %s", s.arch, p.kernel);
+    }
+    strcpy(s.arch, "sm_90a");
+    s.fp8 = COLLGEN_FP8_DYNAMIC;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs"), "FP8 output: %s", p.kernel);
+    s.fp8 = COLLGEN_FP8_NONE;
+    s.aligned16 = 0;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs"), "scalar rows: %s", p.kernel);
+    s.aligned16 = 1;
+    s.cols = 40000; /* a looped row; 164 to 229 rows are in the traffic band */
+    s.rows = 200;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs") && strstr(p.kernel, "_loop"), "%s", p.kernel);
+    /* rows of 4 vectors per thread spilled when streamed: plain, inside
+    ** their band too (bf16 16384 cols: 401 to 560 rows; f32 8192 the same) */
+    s.cols = 16384;
+    s.rows = 500;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs") && strstr(p.kernel, "_u4"), "%s", p.kernel);
+    s.dtype = COLLGEN_DTYPE_F32;
+    s.cols = 8192;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs") && strstr(p.kernel, "_u4"), "f32: %s", p.kernel);
+    s.dtype = COLLGEN_DTYPE_BF16;
+    s.cols = 8192; /* 2 vectors per thread: streams (801 to 1120 rows) */
+    s.rows = 1000;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(strstr(p.kernel, "_cs") && strstr(p.kernel, "_u2"), "%s", p.kernel);
+    s.cols = 4096;
+    s.rows = 2000;
+    s.ngpus = 2;
+    s.group_size = 2;
+    cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+    cr_expect(!strstr(p.kernel, "_cs") && strstr(p.canonical, ";stream=false;"),
+              "only groups of one: %s", p.kernel);
+  }
+}
+
 /* The class of bf16 allreduce_residual_rmsnorm calls on 2 ranks with cols
 ** 4096 and 40000 (sm_90). */
 static const int64_t RR_CLASS_COLS[] = {4096, 40000};
@@ -459,7 +545,7 @@ Test(planner, residual_rmsnorm_variants_include_fp8_where_the_arch_has_it) {
   for (int a = 0; a < 2; ++a) {
     snprintf(cls.arch, sizeof cls.arch, "%s", archs[a]);
     collgen_shape_t *shapes = NULL;
-    int count = 0, plain = 0, fp8[3] = {0};
+    int count = 0, plain = 0, streamed = 0, fp8[3] = {0};
     cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
                  collgen_generator_last_error(gen));
     for (int i = 0; i < count; ++i) {
@@ -469,12 +555,17 @@ Test(planner, residual_rmsnorm_variants_include_fp8_where_the_arch_has_it) {
                    p.kernel);
       fp8[shapes[i].fp8]++;
       plain += shapes[i].fp8 == COLLGEN_FP8_NONE;
+      streamed += strstr(p.kernel, "_cs") != NULL;
     }
     cr_expect_gt(plain, 0);
+    /* sm_90 streams the aligned group of one at 4096 cols just above the
+    ** L2 (plain output only); sm_80 never streams */
+    cr_expect_eq(streamed, a == 0 ? 1 : 0, "%s: %d streamed kernels", archs[a], streamed);
     if (a == 0)
-      cr_expect(fp8[COLLGEN_FP8_DYNAMIC] == plain && fp8[COLLGEN_FP8_STATIC] == plain,
-                "%s: %d plain, %d dynamic, %d static kernels", archs[a], plain,
-                fp8[COLLGEN_FP8_DYNAMIC], fp8[COLLGEN_FP8_STATIC]);
+      cr_expect(fp8[COLLGEN_FP8_DYNAMIC] == plain - streamed &&
+                    fp8[COLLGEN_FP8_STATIC] == plain - streamed,
+                "%s: %d plain (%d streamed), %d dynamic, %d static kernels", archs[a], plain,
+                streamed, fp8[COLLGEN_FP8_DYNAMIC], fp8[COLLGEN_FP8_STATIC]);
     else
       cr_expect(fp8[COLLGEN_FP8_DYNAMIC] + fp8[COLLGEN_FP8_STATIC] == 0, "sm_80: no FP8 kernel");
     free(shapes);
@@ -761,7 +852,8 @@ Test(planner, reduce_scatter_rmsnorm_plans_and_variants) {
   int count = 0;
   cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK, "%s",
                collgen_generator_last_error(gen));
-  cr_expect_eq(count, 4 * 2 * 2 * 3, "group sizes 1, 2, 4, 8 x 2 cols x aligned or not x 3 "
-               "FP8 modes, got %d", count);
+  cr_expect_eq(count, 4 * 2 * 2 * 3 + 1, "group sizes 1, 2, 4, 8 x 2 cols x aligned or not x 3 "
+               "FP8 modes, and the group of one at 4096 cols streamed above the L2; got %d",
+               count);
   free(shapes);
 }

@@ -442,6 +442,15 @@ __device__ __forceinline__ void accumulate(float *acc, vec_t v) {
 }
 
 
+// The row's inputs and outputs take the plain accesses (the call fits
+// the L2, or the planner streams on no other arch).
+__device__ __forceinline__ vec_t load_row_vec(const void *base, unsigned long long i) {
+  return load_vec(base, i);
+}
+__device__ __forceinline__ void store_row_vec(void *base, unsigned long long i, vec_t v) {
+  store_vec(base, i, v);
+}
+
 // Row `row` of a group of one: residual_out = round(x + residual_in),
 // written, then its normed output. Nobody to wait for, so every load of
 // the row (x, residual_in, gamma) goes out before any value is used: one
@@ -455,8 +464,8 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
   for (int it = 0; it < 2; ++it) {
     const unsigned long long c = threadIdx.x + it * 512ull;
     if (c < ROW_VECS) {
-      r[it] = load_vec(p.in[0], base + c);
-      res[it] = load_vec(p.residual_in, base + c);
+      r[it] = load_row_vec(p.in[0], base + c);
+      res[it] = load_row_vec(p.residual_in, base + c);
       gam[it] = load_vec(p.gamma, c);
     }
   }
@@ -468,7 +477,7 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
       unpack(r[it], y);
       accumulate(y, res[it]);
       r[it] = pack(y);  // residual_out, rounded
-      store_vec(p.out[p.rank], base + c, r[it]);
+      store_row_vec(p.out[p.rank], base + c, r[it]);
       unpack(r[it], y);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) sumsq += y[k] * y[k];
@@ -480,7 +489,8 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     const unsigned long long c = threadIdx.x + it * 512ull;
     if (c < ROW_VECS) {
       unpack(r[it], y);
-      write_normed(p, row, c, y, scale, gam[it]);
+      normed_f32(p, y, scale, gam[it], y);
+      store_row_vec(p.normed, row * ROW_VECS + c, pack(y));
     }
   }
 }
