@@ -20,7 +20,12 @@ same bf16 inputs): residual_out bit for bit, normed within one bf16 ulp;
 a way that fails is reported and not timed. Timing: each way's call is
 captured K times into one CUDA graph (same buffers every call), the graph
 is replayed; the ways take turns replay by replay; the median of the
-replays' event times over K is one call's time. The HBM floor is 4 passes
+replays' event times over K is one call's time. Before each timed replay
+the GPU spins (SPIN_CYCLES) so that the whole graph is queued when the
+start event fires: the time is the GPU's, not the host's launch of K
+nodes (without it, torch.compile's 1 x 8192 graph measured 2.63 us a
+call against 1.97 with it, one H200, session 14: its host launch was
+slower than its kernels). The HBM floor is 4 passes
 of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 (SPEC's measured H200 copy bandwidth); shapes whose traffic fits the L2
 (50 MB) have no floor.
@@ -64,6 +69,9 @@ HBM_BYTES_PER_S = 4.4e12
 L2_BYTES = 50 * 2**20
 BF16_BYTES = torch.empty((), dtype=torch.bfloat16).element_size()
 EPS = 1e-6
+# GPU cycles spun before each timed replay (~0.2 ms at 1.98 GHz; longer at idle
+# clocks): longer than the host takes to launch a graph of 200 calls.
+SPIN_CYCLES = 400_000
 # The issue's table, then the other hidden sizes of common models.
 DEFAULT_SHAPES = ("1x8192,128x8192,512x4096,2048x4096,8192x4096,8192x8192,32768x8192,"
                   "1x4096,128x4096,2048x8192,"
@@ -316,6 +324,7 @@ def main():
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for _ in range(args.replays):
             for name, g in graphs.items():
+                torch.cuda._sleep(SPIN_CYCLES)  # the graph queues while this runs
                 start.record()
                 g.replay()
                 stop.record()
