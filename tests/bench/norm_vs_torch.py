@@ -22,10 +22,9 @@ captured K times into one CUDA graph (same buffers every call), the graph
 is replayed; the ways take turns replay by replay; the median of the
 replays' event times over K is one call's time. Before each timed replay
 the GPU spins (SPIN_CYCLES) so that the whole graph is queued when the
-start event fires: the time is the GPU's, not the host's launch of K
-nodes (without it, torch.compile's 1 x 8192 graph measured 2.63 us a
-call against 1.97 with it, one H200, session 14: its host launch was
-slower than its kernels). The HBM floor is 4 passes
+start event fires: the time is the GPU's, never the host's launch of K
+nodes (on one H200 no way's time moved by more than the runs' spread
+with it, session 14; it rules the host out). The HBM floor is 4 passes
 of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 (SPEC's measured H200 copy bandwidth); shapes whose traffic fits the L2
 (50 MB) have no floor.
