@@ -1,7 +1,7 @@
 """norm_vs_torch.py -- the fused residual add + RMSNorm of one GPU against torch.
 
     python3 tests/bench/norm_vs_torch.py [--csv FILE] [--shapes 8192x8192,...]
-                                         [--only collgen] [--label NAME] [--ranks N]
+                                         [--only WAYS] [--label NAME] [--ranks N]
                                          [--processes K] [--rotate]
 
 A group of one rank of collgen's allreduce_residual_rmsnorm is a residual
@@ -28,6 +28,12 @@ with it, session 14; it rules the host out). The HBM floor is 4 passes
 of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 (SPEC's measured H200 copy bandwidth); shapes whose traffic fits the L2
 (50 MB) have no floor.
+
+--only WAYS times only those ways (a comma list of collgen, eager,
+compile): `--only collgen` for an A/B of template trees, `--only
+collgen,compile` or `collgen,eager` to see what another way's graphs do
+to collgen's times (on one H200 either moved collgen's in-L2 shapes by up
+to 13%, session 14).
 
 --ranks N (2..8) times collgen alone over N ranks mapped onto the one GPU
 (allow_shared_devices; the op then sums x over the ranks first, and the
@@ -174,6 +180,18 @@ def parse_shapes(text):
     return shapes
 
 
+WAYS = ("collgen", "eager", "compile")
+
+
+def parse_ways(text):
+    """--only's comma list of ways, in WAYS' order (the order they take turns)."""
+    names = [w.strip() for w in text.split(",")]
+    bad = [w for w in names if w not in WAYS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"'{text}': each of {', '.join(WAYS)}")
+    return tuple(w for w in WAYS if w in names)
+
+
 def over_processes(args):
     """Runs this program args.processes times (the same arguments, one
     process each, CSVs in a temporary folder), then prints and writes
@@ -236,7 +254,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1].strip())
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="ROWSxCOLS,... (bf16)")
     ap.add_argument("--csv", help="write the table as CSV here")
-    ap.add_argument("--only", choices=["collgen"], help="time collgen alone (A/B of kernels)")
+    ap.add_argument("--only", type=parse_ways, default=WAYS,
+                    help="the ways to time, a comma list of collgen, eager, compile "
+                         "(all; collgen alone for an A/B of kernels)")
     ap.add_argument("--label", default="", help="a tag for the CSV's label column")
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--ranks", type=int, default=1, help="ranks mapped onto the GPU (collgen only)")
@@ -253,7 +273,7 @@ def main():
     if not 1 <= args.ranks <= 8:
         raise SystemExit("--ranks: 1..8")
     if args.ranks > 1:
-        args.only = "collgen"
+        args.only = ("collgen",)
     torch.backends.cuda.matmul.allow_tf32 = False
     for knob in ("cache_size_limit", "recompile_limit"):  # one compile per shape
         if hasattr(torch._dynamo.config, knob):
@@ -295,17 +315,16 @@ def main():
             xs, residuals, _ = next_set()
             return comm.fused_add_rmsnorm(xs, residuals, weights, EPS)
 
-        ways = {"collgen": collgen_call}
-        if args.only is None:
-            def eager_call():
-                xs, residuals, _ = next_set()
-                return fused(xs[0], residuals[0], weight, EPS)
+        def eager_call():
+            xs, residuals, _ = next_set()
+            return fused(xs[0], residuals[0], weight, EPS)
 
-            def compile_call():
-                xs, residuals, _ = next_set()
-                return compiled(xs[0], residuals[0], weight, EPS)
+        def compile_call():
+            xs, residuals, _ = next_set()
+            return compiled(xs[0], residuals[0], weight, EPS)
 
-            ways["eager"], ways["compile"] = eager_call, compile_call
+        ways = {name: f for name, f in (("collgen", collgen_call), ("eager", eager_call),
+                                        ("compile", compile_call)) if name in args.only}
         problems = {}
         for name, f in ways.items():  # every set, in turn order
             turn[0] = 0
