@@ -181,11 +181,10 @@ __device__ __forceinline__ void norm_row(const collgen_kparams &p, unsigned long
     const unsigned long long c = threadIdx.x + it * ${BLOCK}ull;
     if (c < ROW_VECS) {
       unpack(r[it], y);
-%   if FP8 == "none" then
       normed_f32(p, y, scale, gam[it], y);
+%   if FP8 == "none" then
       store_row_vec(p.normed, row * ROW_VECS + c, pack(y));
 %   else
-      normed_f32(p, y, scale, gam[it], y);
       store_e4m3(p, row, c, y, divider);
 %   end
     }
