@@ -315,9 +315,9 @@ Test(planner, residual_rmsnorm_refusals_and_grid_cap) {
 
 /* A group of one (allreduce_residual_rmsnorm and reduce_scatter_rmsnorm)
 ** streams when its traffic, 4 x rows x cols x element size, lies above the
-** 50 MiB L2 of sm_90 and up to 1.4 times it (bf16 4096 cols: 1601 to 2240
-** rows), with 16-byte vectors, rows in registers and plain output; nothing
-** else streams. */
+** 50 MiB band base of sm_90 (gen/planner.lua) and up to 1.4 times it
+** (bf16 4096 cols: 1601 to 2240 rows), with 16-byte vectors, rows in
+** registers and plain output; nothing else streams. */
 Test(planner, groups_of_one_stream_just_above_the_l2_of_sm_90) {
   static const collgen_op_t ops[] = {COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
                                      COLLGEN_OP_REDUCE_SCATTER_RMSNORM};

@@ -155,7 +155,7 @@ static void sweep_row_op(sweep *s, collgen_op_t op, int64_t *sizes) {
       int64_t ll_rows = (int64_t)COLLGEN_LL_LINES * 8 / (COLS[c] * esize); /* f32 x 100: 655 */
       int nrows = sweep_sizes(600, 3, ll_rows, MAX_SIZE / COLS[c], sizes);
       /* and rows near the middle of the band where a group of one streams
-      ** (traffic 4 x rows x row bytes of 1 to 1.4 times sm_90's 50 MiB L2) */
+      ** (traffic 4 x rows x row bytes of 1 to 1.4 times the 50 MiB band base of sm_90) */
       const int64_t stream_rows = (int64_t)(60 << 20) / (4 * COLS[c] * esize);
       for (int64_t v = stream_rows - 8; v <= stream_rows + 8; ++v) sizes[nrows++] = v;
       for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)

@@ -8,12 +8,16 @@ A group of one rank of collgen's allreduce_residual_rmsnorm is a residual
 add and an RMSNorm: residual_out = round(x + residual), normed =
 round(r * rsqrt(mean(r^2) + eps) * weight) with r = f32(residual_out). Every
 decoder layer runs it twice. This program times it, bf16, per shape
-(tokens x hidden), in one process and one run, three ways:
+(tokens x hidden), in one process and one run, three ways and a copy:
 
   * torch eager:    the function below, op by op;
   * torch.compile:  the same function under Inductor (one Triton kernel),
                     compiled for each shape (dynamic=False);
-  * collgen:        Communicator.local([device]).fused_add_rmsnorm.
+  * collgen:        Communicator.local([device]).fused_add_rmsnorm;
+  * copy:           not the op: a device copy of the same traffic (x and
+                    residual as one [2, rows, cols] tensor into another),
+                    what the memory system gives at this size, where a
+                    fixed 4.4 TB/s floor does not say (collgen/copy).
 
 Each way is first checked against the reference (f64 on the GPU, from the
 same bf16 inputs): residual_out bit for bit, normed within one bf16 ulp;
@@ -27,10 +31,10 @@ nodes (on one H200 no way's time moved by more than the runs' spread
 with it, session 14; it rules the host out). The HBM floor is 4 passes
 of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 (SPEC's measured H200 copy bandwidth); shapes whose traffic fits the L2
-(50 MB) have no floor.
+(the device's own size, 60 MiB on an H200) have no floor.
 
 --only WAYS times only those ways (a comma list of collgen, eager,
-compile): `--only collgen` for an A/B of template trees, `--only
+compile, copy): `--only collgen` for an A/B of template trees, `--only
 collgen,compile` or `collgen,eager` to see what another way's graphs do
 to collgen's times (on one H200 either moved collgen's in-L2 shapes by up
 to 13%, session 14).
@@ -71,7 +75,6 @@ import torch
 import collgen.torch as ct
 
 HBM_BYTES_PER_S = 4.4e12
-L2_BYTES = 50 * 2**20
 BF16_BYTES = torch.empty((), dtype=torch.bfloat16).element_size()
 EPS = 1e-6
 # GPU cycles spun before each timed replay (~0.2 ms at 1.98 GHz; longer at idle
@@ -180,7 +183,7 @@ def parse_shapes(text):
     return shapes
 
 
-WAYS = ("collgen", "eager", "compile")
+WAYS = ("collgen", "eager", "compile", "copy")
 
 
 def parse_ways(text):
@@ -218,27 +221,30 @@ def over_processes(args):
                     runs.append(list(csv.DictReader(fh)))
     if not runs:
         return worst or 1
-    ways = ("eager_us", "compile_us", "collgen_us")
+    ways = ("eager_us", "compile_us", "collgen_us", "copy_us")
     out = []
     print(f"# medians over {len(runs)} processes")
     print(f"{'shape':>12} {'eager us':>9} {'compile us':>10} {'collgen us':>10} "
-          f"{'vs compile':>10} {'per process':>13}")
+          f"{'vs compile':>10} {'per process':>13} {'copy us':>8} {'collgen/copy':>12}")
     for i, first in enumerate(runs[0]):
         same = [r[i] for r in runs if i < len(r) and (r[i]["rows"], r[i]["cols"]) ==
                 (first["rows"], first["cols"])]
         med = {}
         for w in ways:
-            vals = [float(r[w]) for r in same if r[w]]
+            vals = [float(r[w]) for r in same if r.get(w)]
             med[w] = statistics.median(vals) if len(vals) == len(same) else None
         ratios = [float(r["compile_us"]) / float(r["collgen_us"]) for r in same
                   if r["compile_us"] and r["collgen_us"]]
         speedup = med["compile_us"] / med["collgen_us"] if med["compile_us"] and med["collgen_us"] \
             else None
         span = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+        of_copy = med["copy_us"] / med["collgen_us"] * 100 if med["copy_us"] and med["collgen_us"] \
+            else None
 
         print(f"{first['rows'] + 'x' + first['cols']:>12} {cell(med['eager_us'], 9)} "
               f"{cell(med['compile_us'], 10)} {cell(med['collgen_us'], 10)} {cell(speedup, 9)}x "
-              f"{span:>13}", flush=True)
+              f"{span:>13} {cell(med['copy_us'], 8)} "
+              f"{(f'{of_copy:.1f}%' if of_copy else '-'):>12}", flush=True)
         out.append({"label": first["label"], "ranks": first["ranks"], "rows": first["rows"],
                     "cols": first["cols"], "processes": len(same),
                     "input_sets": first.get("input_sets", "1"),
@@ -255,7 +261,7 @@ def main():
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="ROWSxCOLS,... (bf16)")
     ap.add_argument("--csv", help="write the table as CSV here")
     ap.add_argument("--only", type=parse_ways, default=WAYS,
-                    help="the ways to time, a comma list of collgen, eager, compile "
+                    help="the ways to time, a comma list of collgen, eager, compile, copy "
                          "(all; collgen alone for an A/B of kernels)")
     ap.add_argument("--label", default="", help="a tag for the CSV's label column")
     ap.add_argument("--replays", type=int, default=15)
@@ -285,24 +291,32 @@ def main():
     compiled = torch.compile(fused, dynamic=False)
     gen = torch.Generator(device=dev).manual_seed(1234)
     rows_out = []
-    print(f"# {torch.cuda.get_device_name(dev)}, torch {torch.__version__}, bf16, "
+    l2_bytes = torch.cuda.get_device_properties(dev).L2_cache_size  # the floor's bound
+    print(f"# {torch.cuda.get_device_name(dev)} (L2 {l2_bytes / 2**20:g} MiB), "
+          f"torch {torch.__version__}, bf16, "
           f"median of {args.replays} graph replays, {nranks} rank(s), "
           f"{'inputs rotating (cold L2)' if args.rotate else 'the same inputs every call'}",
           flush=True)
     head = f"{'shape':>12} {'eager us':>9} {'compile us':>10} {'collgen us':>10} " \
-           f"{'vs compile':>10} {'floor us':>8} {'collgen/floor':>13}"
+           f"{'vs compile':>10} {'floor us':>8} {'collgen/floor':>13} {'copy us':>8} " \
+           f"{'collgen/copy':>12}"
     print(head, flush=True)
     failures = 0
     for rows, cols in parse_shapes(args.shapes):
         input_bytes = (nranks + 1) * rows * cols * BF16_BYTES  # x of every rank, residual
-        nsets = min(64, -(-3 * L2_BYTES // input_bytes)) if args.rotate else 1
+        nsets = min(64, -(-3 * l2_bytes // input_bytes)) if args.rotate else 1
         weight = (torch.rand(cols, generator=gen, device=dev) + 0.5).bfloat16()
         sets = []  # (xs, residual once per rank, reference)
+        copy_sources = []  # per set: x and residual stacked (the copy way)
         for _ in range(nsets):
             xs = [torch.randn(rows, cols, generator=gen, device=dev).bfloat16()
                   for _ in range(nranks)]
             residual = torch.randn(rows, cols, generator=gen, device=dev).bfloat16()
             sets.append((xs, [residual] * nranks, reference(xs, residual, weight, EPS)))
+            if "copy" in args.only:  # the copy way's source: the same bytes, one tensor
+                copy_sources.append(torch.stack([xs[0], residual]))
+        copy_dest = torch.empty((2, rows, cols), dtype=torch.bfloat16, device=dev) \
+            if "copy" in args.only else None
         weights = [weight] * nranks
         turn = [0]  # the set the next call reads (calls cycle through them)
 
@@ -323,13 +337,26 @@ def main():
             xs, residuals, _ = next_set()
             return compiled(xs[0], residuals[0], weight, EPS)
 
+        def copy_call():
+            k = turn[0] % nsets
+            next_set()
+            return copy_dest.copy_(copy_sources[k]), k
+
+        def check_way(name, f, k):
+            if name != "copy":
+                return check(f"{name} set {k}", f(), sets[k][2])
+            copy_dest.fill_(float("nan"))  # poisoned: a copy that writes nothing fails
+            got, src = f()
+            same = torch.equal(got.view(torch.int16), copy_sources[src].view(torch.int16))
+            return None if same else f"copy set {k}: the destination differs from the source"
+
         ways = {name: f for name, f in (("collgen", collgen_call), ("eager", eager_call),
-                                        ("compile", compile_call)) if name in args.only}
+                                        ("compile", compile_call), ("copy", copy_call))
+                if name in args.only}
         problems = {}
         for name, f in ways.items():  # every set, in turn order
             turn[0] = 0
-            problems[name] = next(filter(None, (check(f"{name} set {k}", f(), sets[k][2])
-                                                for k in range(nsets))), None)
+            problems[name] = next(filter(None, (check_way(name, f, k) for k in range(nsets))), None)
         for problem in filter(None, problems.values()):
             print(f"{rows}x{cols}: CHECK FAILED (not timed): {problem}", flush=True)
             failures += 1
@@ -349,18 +376,20 @@ def main():
                 stop.synchronize()
                 times[name].append(start.elapsed_time(stop) * 1e3 / calls)
         us = {name: statistics.median(t) for name, t in times.items()}
-        floor = traffic / HBM_BYTES_PER_S * 1e6 if traffic > L2_BYTES else None
+        floor = traffic / HBM_BYTES_PER_S * 1e6 if traffic > l2_bytes else None
         row = {"label": args.label, "ranks": nranks, "rows": rows, "cols": cols, "calls_per_graph": calls,
                "input_sets": nsets,
                "eager_us": us.get("eager"), "compile_us": us.get("compile"),
-               "collgen_us": us.get("collgen"), "floor_us": floor}
+               "collgen_us": us.get("collgen"), "copy_us": us.get("copy"), "floor_us": floor}
         rows_out.append(row)
 
         ratio = (us["compile"] / us["collgen"]) if "compile" in us and "collgen" in us else None
         eff = (floor / us["collgen"] * 100) if floor and "collgen" in us else None
+        of_copy = (us["copy"] / us["collgen"] * 100) if "copy" in us and "collgen" in us else None
         print(f"{f'{rows}x{cols}':>12} {cell(us.get('eager'))} {cell(us.get('compile'), 10)} "
               f"{cell(us.get('collgen'), 10)} {cell(ratio, 9)}x {cell(floor, 8, 1)} "
-              f"{(f'{eff:.1f}%' if eff else '-'):>13}", flush=True)
+              f"{(f'{eff:.1f}%' if eff else '-'):>13} {cell(us.get('copy'), 8)} "
+              f"{(f'{of_copy:.1f}%' if of_copy else '-'):>12}", flush=True)
         torch.cuda.empty_cache()
     if args.csv:
         write_csv(args.csv, rows_out)
