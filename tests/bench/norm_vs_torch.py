@@ -2,7 +2,7 @@
 
     python3 tests/bench/norm_vs_torch.py [--csv FILE] [--shapes 8192x8192,...]
                                          [--only WAYS] [--label NAME] [--ranks N]
-                                         [--processes K] [--rotate]
+                                         [--processes K] [--rotate] [--no-settle]
 
 A group of one rank of collgen's allreduce_residual_rmsnorm is a residual
 add and an RMSNorm: residual_out = round(x + residual), normed =
@@ -24,8 +24,14 @@ same bf16 inputs): residual_out bit for bit, normed within one bf16 ulp;
 a way that fails is reported and not timed. Timing: each way's call is
 captured K times into one CUDA graph (same buffers every call), the graph
 is replayed; the ways take turns replay by replay; the median of the
-replays' event times over K is one call's time. Before each timed replay
-the GPU spins (SPIN_CYCLES) so that the whole graph is queued when the
+replays' event times over K is one call's time. Each timed replay comes
+right after an untimed replay of the same graph (the settle replay), so
+every way is timed after itself, never after another way's graph: on one
+H200 the first replay after the eager graph was up to 6% slower at
+in-L2 shapes and 2048 x 4096, for collgen and Inductor alike, and the
+second one was not (docs/bench/norm-predecessor-probe-h200x1-session17.txt);
+--no-settle times each replay right after the previous way's, the method
+up to session 17. Before each timed replay the GPU spins (SPIN_CYCLES) so that the whole graph is queued when the
 start event fires: the time is the GPU's, never the host's launch of K
 nodes (on one H200 no way's time moved by more than the runs' spread
 with it, session 14; it rules the host out). The HBM floor is 4 passes
@@ -247,7 +253,7 @@ def over_processes(args):
               f"{(f'{of_copy:.1f}%' if of_copy else '-'):>12}", flush=True)
         out.append({"label": first["label"], "ranks": first["ranks"], "rows": first["rows"],
                     "cols": first["cols"], "processes": len(same),
-                    "input_sets": first.get("input_sets", "1"),
+                    "input_sets": first.get("input_sets", "1"), "settle": first.get("settle", "0"),
                     **med, "floor_us": first["floor_us"],
                     "speedup_min": min(ratios) if ratios else None,
                     "speedup_max": max(ratios) if ratios else None})
@@ -269,6 +275,9 @@ def main():
     ap.add_argument("--processes", type=int, default=1, help="run in K processes, report medians")
     ap.add_argument("--rotate", action="store_true",
                     help="inputs cycle through sets filling 3x the L2 (a cold L2 every call)")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="no untimed replay of the same graph before each timed one "
+                         "(each way then follows the previous way's graph)")
     args = ap.parse_args()
     if not 1 <= args.processes <= 9:
         raise SystemExit("--processes: 1..9")
@@ -295,7 +304,8 @@ def main():
     print(f"# {torch.cuda.get_device_name(dev)} (L2 {l2_bytes / 2**20:g} MiB), "
           f"torch {torch.__version__}, bf16, "
           f"median of {args.replays} graph replays, {nranks} rank(s), "
-          f"{'inputs rotating (cold L2)' if args.rotate else 'the same inputs every call'}",
+          f"{'inputs rotating (cold L2)' if args.rotate else 'the same inputs every call'}, "
+          f"{'each after a replay of itself' if args.settle else 'each after the previous way'}",
           flush=True)
     head = f"{'shape':>12} {'eager us':>9} {'compile us':>10} {'collgen us':>10} " \
            f"{'vs compile':>10} {'floor us':>8} {'collgen/floor':>13} {'copy us':>8} " \
@@ -369,6 +379,8 @@ def main():
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for _ in range(args.replays):
             for name, g in graphs.items():
+                if args.settle:
+                    g.replay()  # untimed: what runs before the timed replay is this way's own
                 torch.cuda._sleep(SPIN_CYCLES)  # the graph queues while this runs
                 start.record()
                 g.replay()
@@ -378,7 +390,7 @@ def main():
         us = {name: statistics.median(t) for name, t in times.items()}
         floor = traffic / HBM_BYTES_PER_S * 1e6 if traffic > l2_bytes else None
         row = {"label": args.label, "ranks": nranks, "rows": rows, "cols": cols, "calls_per_graph": calls,
-               "input_sets": nsets,
+               "input_sets": nsets, "settle": int(args.settle),
                "eager_us": us.get("eager"), "compile_us": us.get("compile"),
                "collgen_us": us.get("collgen"), "copy_us": us.get("copy"), "floor_us": floor}
         rows_out.append(row)
