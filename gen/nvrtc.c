@@ -36,8 +36,8 @@ static int ver_major, ver_minor;
 
 /* -minimal leaves out of NVRTC's built-in header what no kernel here uses
 ** (textures, surfaces, device-side runtime and launches): 5-10% less
-** compile time, the same cubins (docs/perf-notes.md, "Cold JIT: the split
-** per op"). -lineinfo stays for profilers' source views (~2% of a
+** compile time, the same cubins (docs/perf-notes.md, "NVRTC options:
+** -minimal, -lineinfo, -v"). -lineinfo stays for profilers' source views (~2% of a
 ** compile); -v gives the spill bytes. */
 const char *const collgen__nvrtc_options[] = {
     "-std=c++17", "-minimal", "--ptxas-options=-v", "-lineinfo", NULL};

@@ -277,7 +277,7 @@ end
 -- registers, 16-byte vectors, plain normed output): spec.stream. x and
 -- residual_in are then loaded without L1 allocation and both outputs
 -- stored evict-first (st.global.cs). Measured on one H200 (sm_90;
--- docs/perf-notes.md, "Session 13"), by the call's traffic (x and
+-- docs/perf-notes.md, "Streaming hints in the band"), by the call's traffic (x and
 -- residual_in read, residual_out and normed written: 4 x rows x row
 -- bytes), at every width from 1024 to 8192 bf16 columns alike:
 --   * traffic up to the L2: much slower (2048 x 2048: 6.3 -> 8.7 us);
@@ -286,7 +286,7 @@ end
 --   * from 1.5 times it: 1-3% slower, level at 4 times and more.
 -- So the planner streams where the traffic lies in (L2, STREAM_MAX_L2S x
 -- L2], with "L2" the band's base STREAM_L2_BYTES: 50 MiB, the figure the
--- band was measured against. The H200 reports 60 MiB of L2 (session 16);
+-- band was measured against. The H200 reports 60 MiB of L2;
 -- a 60 MiB base would drop the measured gains at 1.0-1.125 times 50 MiB
 -- and take in 2600 x 4096 (+1-3%), so the base stays as measured. Other
 -- archs, not measured, keep the plain accesses.

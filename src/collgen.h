@@ -303,8 +303,9 @@ typedef struct collgen_shape_class {
   int group_size_count;
   const int64_t *cols;      /* the RMSNorm ops: at least one; else unused */
   int cols_count;
-  const collgen_fp8_mode_t *fp8_modes; /* allreduce_residual_rmsnorm: how
-                               normed is written (COLLGEN_FP8_NONE too), each
+  const collgen_fp8_mode_t *fp8_modes; /* the ops with FP8 output
+                               (allreduce_residual_rmsnorm,
+                               reduce_scatter_rmsnorm): how normed is written (COLLGEN_FP8_NONE too), each
                                supported by the arch; NULL = every mode the
                                arch has. Other ops: unused (always NONE). */
   int fp8_mode_count;
@@ -316,8 +317,8 @@ typedef struct collgen_shape_class {
 ** *shapes is a malloc'd array of *count shapes that the caller frees (NULL
 ** when *count is 0). collgen_get_kernel on each fills a cache that serves
 ** every call of the class without NVRTC (what `collgen pregen` does).
-** Allreduce over groups of one is a copy in the runtime and contributes no
-** kernel. COLLGEN_ERR_INVALID_ARG with the planner's reason on a bad class
+** A group of one of allreduce_sum, all_gather, reduce_scatter_sum or
+** broadcast is a copy in the runtime and contributes no kernel. COLLGEN_ERR_INVALID_ARG with the planner's reason on a bad class
 ** (unknown op or dtype, group size not dividing ngpus, no or bad cols,
 ** unsupported arch, an FP8 mode unknown or not on the arch); *shapes is
 ** then NULL and *count 0. */
@@ -858,8 +859,8 @@ typedef struct collgen_buffer collgen_buffer_t;
 
 /* Registers [ptr, ptr + bytes), device memory of this rank's GPU, so that
 ** the peers' kernels read it directly: a collgen_rank_* call whose peer-read
-** input (allreduce: input; allgather_rmsnorm: the shard; the residual ops:
-** x) lies inside a registered buffer is not copied into the staging area
+** input (the input of allreduce_sum, all_gather, reduce_scatter_sum and
+** broadcast; allgather_rmsnorm's shard; the residual ops' x) lies inside a registered buffer is not copied into the staging area
 ** (zero copy). Collective: every rank of the communicator calls it, in the
 ** same order as its other collective calls, with its own buffer and the
 ** same `bytes`; bounded by the communicator's timeout (a rank that never

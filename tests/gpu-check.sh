@@ -12,7 +12,7 @@
 #   --skip-tests: build and benchmark only (no ctest, GPU tests, demo,
 #   sanitizer); --extra-only: of the benchmarks, only the --bench-all ones.
 # The whole run takes longer than one 600 s device call; on a tight budget
-# split it (docs/benchmarks.md#one-session-on-two-gpus):
+# split it (docs/benchmarks.md#reproduce):
 #   1. --no-bench --no-sanitizer   2. --skip-tests   3. --skip-tests --bench-all --extra-only
 set -u
 cd "$(dirname "$0")/.."

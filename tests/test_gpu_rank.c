@@ -992,8 +992,9 @@ Test(rank, killed_peer_times_out_named_and_a_new_communicator_works, .timeout = 
 ** calls on both, interleaved, give exact results; an abort of the first
 ** ends rank 0's call on it (abort_round) while the second's
 ** calls stay exact and its check stays clean; the second still works after
-** the first is destroyed. Not yet run on a GPU (session 6 wrote it after
-** the device time was spent; its host-path twin runs in CI). */
+** the first is destroyed (passed on one H200:
+** docs/bench/gpu-tests-h200x1-build-e58d18b.log; its host-path twin runs
+** in CI). */
 Test(rank, two_communicators_in_the_same_processes_stay_apart, .timeout = 300) {
   collgen_unique_id_t ids[2];
   cr_assert_eq(collgen_get_unique_id(&ids[0]), COLLGEN_OK);

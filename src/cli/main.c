@@ -96,7 +96,7 @@ static int dispatch(int argc, char **argv) {
 }
 
 /* The heap of a process that JIT-compiles, on glibc (docs/perf-notes.md,
-** "Cold JIT: the split per op"): NVRTC mallocs and touches ~20 MB per
+** "The `collgen` command's malloc set-up"): NVRTC mallocs and touches ~20 MB per
 ** compile, and on the 2-core CI machines each first touch of a 4 KiB page
 ** is a page fault of ~12 us, about 4000 faults (50 ms) in a process's first
 ** compile; glibc's trimming hands the memory back after each compile, so

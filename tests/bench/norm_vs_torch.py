@@ -29,13 +29,12 @@ right after an untimed replay of the same graph (the settle replay), so
 every way is timed after itself, never after another way's graph: on one
 H200 the first replay after the eager graph was up to 8% slower at
 in-L2 shapes and 2048 x 4096, for collgen and Inductor alike, and the
-second one was not (docs/bench/norm-predecessor-probe-h200x1-session17.txt);
---no-settle times each replay right after the previous way's, the method
-up to session 17. Before each timed replay the GPU spins (SPIN_CYCLES)
+second one was not; --no-settle times each replay right after the
+previous way's. Before each timed replay the GPU spins (SPIN_CYCLES)
 so that the whole graph is queued when the start event fires: the time
 is the GPU's, never the host's launch of K nodes (on one H200 no way's
-time moved by more than the runs' spread with it, session 14; it rules
-the host out). The HBM floor is 4 passes
+time moved by more than the runs' spread with it; it rules the host
+out). The HBM floor is 4 passes
 of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 (SPEC's measured H200 copy bandwidth); shapes whose traffic fits the L2
 (the device's own size, 60 MiB on an H200) have no floor.
@@ -44,7 +43,7 @@ of the tensor (x, residual in; residual_out, normed out) at 4.4 TB/s
 compile, copy): `--only collgen` for an A/B of template trees, `--only
 collgen,compile` or `collgen,eager` with --no-settle to see what another
 way's graphs do to collgen's times (on one H200 either moved collgen's
-in-L2 shapes by up to 13%, session 14, before the settle replay).
+in-L2 shapes by up to 13% before the settle replay).
 
 --ranks N (2..8) times collgen alone over N ranks mapped onto the one GPU
 (allow_shared_devices; the op then sums x over the ranks first, and the

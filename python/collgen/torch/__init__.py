@@ -5,10 +5,15 @@
   NCCL, the default group or a subgroup).
 * ``Communicator.local(devices, **options)``: one process driving several
   GPUs; every op then takes and returns lists of tensors.
-* Methods ``all_reduce``, ``all_gather_rmsnorm``, ``fused_add_rmsnorm``
-  on the current stream, with outputs allocated when not given; the same
-  ops as ``torch.ops.collgen.*`` (functional, with fake implementations),
-  so ``torch.compile(fullgraph=True)`` traces through them and CUDA graphs
+* A method for every collgen op, on the current stream, with outputs
+  allocated when not given: ``all_reduce`` (allreduce_sum),
+  ``all_gather_rmsnorm`` (allgather_rmsnorm), ``fused_add_rmsnorm``
+  (allreduce_residual_rmsnorm, FP8 output too), ``all_gather``,
+  ``reduce_scatter`` (reduce_scatter_sum), ``broadcast`` and
+  ``reduce_scatter_rmsnorm`` (FP8 output too); the same ops as
+  ``torch.ops.collgen.*`` (functional, with fake implementations; one per
+  row of op_table.py, plus an ``_fp8`` form for the FP8 ones), so
+  ``torch.compile(fullgraph=True)`` traces through them and CUDA graphs
   capture them.
 
 See docs/python.md.

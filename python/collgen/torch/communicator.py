@@ -195,9 +195,8 @@ class Communicator:
         self._core.check()
 
     def prepare(self, op, dtype, shape, **kwargs):
-        """Loads the kernel of calls of ``op`` ("all_reduce" style names or the
-        catalog's: allreduce_sum, allgather_rmsnorm, allreduce_residual_rmsnorm)
-        on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
+        """Loads the kernel of calls of ``op`` (a method's name, such as
+        "all_reduce", or the catalog's, collgen.catalog.OPS) on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
         first such call loads nothing."""
         op = _CATALOG_OP.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
