@@ -40,8 +40,9 @@ static void push_dtypes(lua_State *L, collgen__sha256_ctx *h) {
 }
 
 /* t.roles = { id, ... } (in role order) and t.role = { <id> = {index (the
-** C role index, from 0), label, is_output (a boolean), elem_bytes} } for
-** the op table at stack top. */
+** C role index, from 0), label, is_output, optional (booleans: a call may
+** leave an optional role out), elem_bytes} } for the op table at stack
+** top. */
 static void push_roles(lua_State *L, collgen__sha256_ctx *h, const collgen__op_desc *d) {
   lua_createtable(L, d->nroles, 0);
   for (int k = 0; k < d->nroles; ++k) {
@@ -59,6 +60,10 @@ static void push_roles(lua_State *L, collgen__sha256_ctx *h, const collgen__op_d
     lua_pushboolean(L, r->is_output);
     lua_setfield(L, -2, "is_output");
     collgen__sha256_field(h, "is_output", r->is_output ? "1" : "0", 1);
+    const int optional = r->use == COLLGEN__ROLE_OPTIONAL;
+    lua_pushboolean(L, optional);
+    lua_setfield(L, -2, "optional");
+    collgen__sha256_field(h, "optional", optional ? "1" : "0", 1);
     put_int(L, h, "elem_bytes", r->elem_bytes);
     lua_setfield(L, -2, r->id);
   }
@@ -77,6 +82,9 @@ static void push_ops(lua_State *L, collgen__sha256_ctx *h) {
     lua_pushboolean(L, d->computes);
     lua_setfield(L, -2, "computes");
     collgen__sha256_field(h, "computes", d->computes ? "1" : "0", 1);
+    lua_pushboolean(L, d->fp8);
+    lua_setfield(L, -2, "fp8");
+    collgen__sha256_field(h, "fp8", d->fp8 ? "1" : "0", 1);
     push_roles(L, h, d);
     lua_setfield(L, -2, d->name);
   }

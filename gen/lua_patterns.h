@@ -1,6 +1,6 @@
 /*
 ** lua_patterns.h -- step-counted Lua patterns for the template sandbox
-** (lua_patterns.c); lua_host.c installs them as the sandbox's string.find,
+** (lua_patterns.c); lua_guarded.c installs them as the sandbox's string.find,
 ** string.match, string.gmatch and string.gsub.
 */
 #ifndef COLLGEN_LUA_PATTERNS_H
@@ -18,7 +18,7 @@ int collgen__lua_gsub(lua_State *L);
 /* Bytes of string work that count as one unit of the work budget. */
 #define COLLGEN_LUA_BYTES_PER_UNIT 16
 
-/* Charges `units` of work to the render running in L (lua_host.c); raises a
+/* Charges `units` of work to the render running in L (lua_budget.c); raises a
 ** Lua error once the budget is spent. */
 void collgen__lua_charge(lua_State *L, uint64_t units);
 #endif

@@ -35,6 +35,14 @@ function M.canonical(spec) return planner.canonical(spec) end
 -- Every kernel the planner can pick for a shape class (planner.variants).
 function M.variants(class) return planner.variants(class) end
 
+-- The roles a call of op may leave out (catalog.ops[op].role[id].optional),
+-- as a set of role ids.
+local function optional_roles(op)
+  local set, o = {}, catalog.ops[op]
+  for id, r in pairs(o and o.role or {}) do set[id] = r.optional or nil end
+  return set
+end
+
 -- The template variables of a spec (a fresh table per render).
 local function vars_of(spec)
   local d = planner.element_type(spec.dtype)  -- a catalog dtype or a size class ("b2")
@@ -44,7 +52,7 @@ local function vars_of(spec)
     esize = d.bytes, reduces = d.acc_type ~= nil, G = spec.group, VEC = spec.vec,
     BLOCK = spec.block,
     COLS = spec.cols, ITEMS = spec.items, algo = spec.algo, FP8 = spec.fp8, STREAM = spec.stream,
-    abi = catalog.abi,
+    abi = catalog.abi, optional = optional_roles(spec.op),
   }
 end
 

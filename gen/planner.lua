@@ -106,10 +106,11 @@ local function check_runtime_facts(spec)
   return spec
 end
 
--- The ops that can write normed as float8 e4m3 (catalog.fp8 modes other
--- than "none"): the epilogue of templates/rmsnorm.cuh.tpl, which only this
--- op's template renders with a mode.
-local FP8_OPS = { allreduce_residual_rmsnorm = true, reduce_scatter_rmsnorm = true }
+-- Whether an op can write normed as float8 e4m3 (catalog.fp8 modes other
+-- than "none"; catalog.ops[op].fp8, COLLGEN_OP_MAP): the epilogue of
+-- templates/rmsnorm.cuh.tpl, which only such an op's template renders
+-- with a mode.
+local function writes_fp8(op) return OPS[op] ~= nil and OPS[op].fp8 end
 
 -- The ops that only move bits, never compute on elements (catalog.ops[op].
 -- computes false, COLLGEN_OP_MAP): the only ones that take a copy-only
@@ -169,7 +170,7 @@ local function check_common(s)
   end
   local f = FP8[s.fp8]
   if not f then fail("unknown fp8 mode '" .. tostring(s.fp8) .. "'") end
-  if s.fp8 ~= "none" and not FP8_OPS[s.op] then
+  if s.fp8 ~= "none" and not writes_fp8(s.op) then
     fail(string.format("%s has no FP8 output (fp8 %s)", s.op, s.fp8))
   end
   if sm < f.min_sm then
@@ -454,12 +455,13 @@ local function plan_broadcast(s)
   }
 end
 
--- all-gather; s.elems are the gathered elements. One kernel per element
--- size (spec_dtype) and group: after a barrier each rank pulls every peer's shard into its output
--- (16-byte vectors where a shard's pointers and offset allow, chosen per
--- shard at run time, else elements), skipping its own shard in place; a
--- closing barrier. A group of one is a copy (nothing in place).
-local function plan_all_gather(s)
+-- The ops whose ranks pull byte ranges of peers' inputs into their own
+-- output, s.elems being the most elements a rank moves (op `family`): one
+-- kernel per element size (spec_dtype) and group, after a barrier, with a
+-- closing barrier; 16-byte vectors where a range's pointers allow, chosen
+-- at run time, else elements; a range already in place is skipped. A group
+-- of one is a copy (nothing in place).
+local function plan_pull_bytes(s, family)
   local g, esize, bits = s.group_size, DTYPES[s.dtype].bytes, spec_dtype(s)
   if s.elems < 0 then fail("elems must be >= 0") end
   local block = 512
@@ -468,11 +470,20 @@ local function plan_all_gather(s)
     op = s.op, dtype = bits, group = g, algo = "pull", vec = 16 // esize,
     block = block, grid = grid, cols = 0, items = 0, fp8 = s.fp8, arch = s.arch,
     template = OPS[s.op].template,
-    kernel = string.format("collgen_all_gather_%s_g%d", bits, g),
+    kernel = string.format("collgen_%s_%s_g%d", family, bits, g),
     peer_reads = g == 1 and {} or { "input" }, peer_writes = {},
     copy = g == 1 and { from = "input", to = "output" } or nil,
   }
 end
+
+-- all-gather; s.elems are the gathered elements: each rank pulls every
+-- peer's shard into its output at the shard's offset.
+local function plan_all_gather(s) return plan_pull_bytes(s, "all_gather") end
+
+-- scatter; s.elems are the elements of the largest chunk (group rank 0's):
+-- each rank pulls its chunk of the root's input; the closing barrier keeps
+-- the root's input until the peers are done.
+local function plan_scatter(s) return plan_pull_bytes(s, "scatter") end
 
 -- reduce-scatter sum: s.rows = N, s.cols = elements per row, s.elems =
 -- N * cols. One algorithm: after a barrier, rank i pulls its chunk of rows
@@ -532,6 +543,7 @@ local PLANNERS = {
   all_gather = plan_all_gather,
   reduce_scatter_sum = plan_reduce_scatter_sum,
   reduce_scatter_rmsnorm = plan_reduce_scatter_rmsnorm,
+  scatter = plan_scatter,
 }
 for name in pairs(OPS) do
   if not PLANNERS[name] then error("planner: no planning function for op '" .. name .. "'", 0) end
@@ -560,7 +572,7 @@ end
 -- What a call of each op can vary beyond its class: the size field and the
 -- thresholds its planning function compares it against (above), and
 -- whether the class lists cols. Every other field of a call is probed
--- over its whole (small) domain: the FP8 modes (FP8_OPS) those the arch
+-- over its whole (small) domain: the FP8 modes (writes_fp8) those the arch
 -- has.
 local VARIANT_AXES = {
   allreduce_sum = { size = "elems", thresholds = { ll_max_elems, oneshot_max_elems } },
@@ -574,6 +586,7 @@ local VARIANT_AXES = {
   reduce_scatter_sum = { size = "elems", thresholds = {} },
   reduce_scatter_rmsnorm = { size = "rows", thresholds = { stream_min_rows, stream_max_rows },
                              per_cols = true },
+  scatter = { size = "elems", thresholds = {} },  -- the kernel does not depend on the size
 }
 for name in pairs(OPS) do
   if not VARIANT_AXES[name] then error("planner: no variant axes for op '" .. name .. "'", 0) end
@@ -605,7 +618,7 @@ end
 -- without FP8 output; else the class's list (class.fp8, checked when
 -- planned), or by default every mode the arch supports, in name order.
 local function fp8_probes(class)
-  if not FP8_OPS[class.op] then return { "none" } end
+  if not writes_fp8(class.op) then return { "none" } end
   if class.fp8 then return class.fp8 end
   local list = {}
   for name, f in pairs(FP8) do

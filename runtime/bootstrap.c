@@ -1,42 +1,25 @@
 /*
-** bootstrap.c -- the bootstrap handle (bootstrap.h): creation over the
-** socket or the application's callback, the argument checks every exchange
-** makes before it talks to anyone, the broken-after-failure rule, the peer
-** table and the socket-over-callback upgrade. The transports live in
-** bootstrap_socket.c and bootstrap_callback.c, the messages in
-** bootstrap_wire.c.
+** bootstrap.c -- the front end of the bootstrap (bootstrap.h): creation over
+** the socket or the application's callback, the argument checks every
+** exchange makes before it talks to anyone, the broken-after-failure rule,
+** the peer table and the socket-over-callback upgrade. It calls the
+** transports (bootstrap_socket.c, bootstrap_callback.c) through their tables
+** of operations; the handle they share is in bootstrap_handle.h, the
+** messages in bootstrap_wire.c.
 */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap_internal.h"
+#include "bootstrap.h"
+#include "bootstrap_handle.h"
 #include "unique_id.h"
 
 void collgen__boot_options_init(collgen__boot_options *opt) {
   memset(opt, 0, sizeof *opt);
-}
-
-int collgen__boot_fail(collgen__boot *b, int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  collgen__vfail(b->err, sizeof b->err, status, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
-void collgen__boot_name(const uint8_t tag[COLLGEN__UID_TAG_BYTES], char name[48]) {
-  static const char digits[] = "0123456789abcdef";
-  int k = snprintf(name, 48, "collgen-boot-");
-  for (int i = 0; i < COLLGEN__UID_TAG_BYTES; ++i) {
-    name[k++] = digits[tag[i] >> 4];
-    name[k++] = digits[tag[i] & 15];
-  }
-  name[k] = 0;
 }
 
 int collgen__boot_socket_name(const collgen_unique_id_t *id, char *name, size_t n) {
@@ -111,8 +94,8 @@ int collgen__boot_create(collgen__boot **out, const collgen_unique_id_t *id, int
   collgen__boot *b;
   int rc = boot_new(&b, rank, nranks, opt, &self, err, n);
   if (rc != COLLGEN_OK) return rc;
-  b->caps = COLLGEN__BOOT_CAP_FDS | COLLGEN__BOOT_CAP_BOUNDED;
-  rc = collgen__boot_socket_join(b, tag, secret, &self);
+  b->ops = &collgen__boot_socket_ops;
+  rc = b->ops->join(b, &self, tag, secret);
   explicit_bzero(secret, sizeof secret);
   return boot_finish(out, b, rc, err, n);
 }
@@ -126,9 +109,10 @@ int collgen__boot_create_callback(collgen__boot **out, collgen_allgather_fn fn, 
   collgen__boot *b;
   int rc = boot_new(&b, rank, nranks, opt, &self, err, n);
   if (rc != COLLGEN_OK) return rc;
+  b->ops = &collgen__boot_callback_ops;
   b->fn = fn;
   b->ctx = ctx;
-  rc = collgen__boot_callback_join(b, &self);
+  rc = b->ops->join(b, &self, NULL, NULL);
   return boot_finish(out, b, rc, err, n);
 }
 
@@ -144,7 +128,7 @@ void collgen__boot_destroy(collgen__boot *b) {
 
 int collgen__boot_rank(const collgen__boot *b) { return b->rank; }
 int collgen__boot_nranks(const collgen__boot *b) { return b->nranks; }
-unsigned collgen__boot_caps(const collgen__boot *b) { return b->caps; }
+unsigned collgen__boot_caps(const collgen__boot *b) { return b->ops->caps; }
 const char *collgen__boot_last_error(const collgen__boot *b) { return b ? b->err : ""; }
 
 const collgen__boot_peer *collgen__boot_peer_info(const collgen__boot *b, int r) {
@@ -205,21 +189,15 @@ int collgen__boot_exchange(collgen__boot *b, const void *mine, void *all, size_t
     for (int i = 0; i < nfds * b->nranks; ++i) all_fds[i] = -1;
   if (b->status != COLLGEN_OK) return b->status; /* b->err still says why */
   /* Same on every rank, so refusing it breaks nothing and needs no peer. */
-  if (nfds > 0 && !(b->caps & COLLGEN__BOOT_CAP_FDS))
+  if (nfds > 0 && !(b->ops->caps & COLLGEN__BOOT_CAP_FDS))
     return collgen__boot_fail(b, COLLGEN_ERR_UNSUPPORTED,
                               "exchange: descriptors cannot travel through the application's "
                               "allgather callback; open a socket bootstrap "
                               "(collgen__boot_create_socket_over) or see docs/multiprocess.md");
   b->seq++;
   int rc = check_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds);
-  if (rc != COLLGEN_OK) {
-    if (b->fn) collgen__boot_callback_abort(b, rc);
-    else collgen__boot_socket_abort(b, rc);
-  } else if (b->fn) {
-    rc = collgen__boot_callback_exchange(b, mine, all, bytes);
-  } else {
-    rc = collgen__boot_socket_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds);
-  }
+  if (rc != COLLGEN_OK) b->ops->abort(b, rc);
+  else rc = b->ops->exchange(b, mine, all, bytes, mine_fds, nfds, all_fds);
   b->status = rc;
   return rc;
 }

@@ -28,28 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bootstrap_types.h" /* limits, capability bits, the peer record */
 #include "collgen.h"
-
-/* Limits; larger requests are refused with COLLGEN_ERR_INVALID_ARG. */
-#define COLLGEN__BOOT_MAX_RANKS 256
-#define COLLGEN__BOOT_MAX_FDS 64            /* per rank per exchange */
-#define COLLGEN__BOOT_MAX_TOTAL_FDS 512     /* nranks * nfds per exchange */
-#define COLLGEN__BOOT_MAX_TOTAL (64u << 20) /* nranks * bytes per exchange */
-/* How much longer than the timeout a rank other than 0 waits for rank 0's
-** answer, so that rank 0's report (which names the missing ranks) arrives
-** before the rank gives up on its own. */
-#define COLLGEN__BOOT_GRACE_MS 500
-/* How long rank 0 gives a connection to prove it holds the id's secret (a
-** whole HELLO) before it drops it and tells it to connect again. */
-#define COLLGEN__BOOT_AUTH_MS 1000
-/* Connections rank 0 holds at once while they prove the secret; when one
-** more comes, the oldest of them is dropped (and told to connect again),
-** so a flood costs a bounded number of descriptors and never turns away
-** the newest connection, which may be a real rank's. */
-#define COLLGEN__BOOT_MAX_PENDING 64
-#define COLLGEN__HOST_ID_BYTES 16
-
-typedef struct collgen__boot collgen__boot;
 
 typedef struct {
   /* Bound on the rendezvous and on each exchange, in ms (socket transport).
@@ -61,17 +41,6 @@ typedef struct {
   ** NULL = the machine's. */
   const char *host_id;
 } collgen__boot_options;
-
-/* What a rank learned about another at the rendezvous. */
-typedef struct {
-  int pid;  /* socket: as rank 0 sees it (SO_PEERCRED); callback: as the rank
-               reported it (its own pid namespace) */
-  uint8_t host[COLLGEN__HOST_ID_BYTES]; /* equal iff on one host (docs) */
-} collgen__boot_peer;
-
-/* Capabilities of a bootstrap (collgen__boot_caps). */
-#define COLLGEN__BOOT_CAP_FDS 1u     /* exchanges can carry file descriptors */
-#define COLLGEN__BOOT_CAP_BOUNDED 2u /* every wait is bounded by the timeout */
 
 /* Fills options with defaults (zeros). */
 void collgen__boot_options_init(collgen__boot_options *opt);

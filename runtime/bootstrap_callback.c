@@ -6,13 +6,14 @@
 ** check the others before any variable-size call, then the bytes. A rank
 ** that fails locally still makes the first call, with its error, so the
 ** others fail at once with its reason instead of waiting in the second.
+** bootstrap.c calls it through collgen__boot_callback_ops (at the end).
 */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap_internal.h"
+#include "bootstrap_handle.h"
 
 #define REC_MAGIC 0x43424743u /* "CGBC" */
 #define JOIN_BYTES (8 + COLLGEN__WIRE_INFO)
@@ -38,7 +39,12 @@ static int call(collgen__boot *b, const void *mine, void *all, size_t bytes, con
                             "rank %d, %zu bytes)", when, rc, b->rank, bytes);
 }
 
-int collgen__boot_callback_join(collgen__boot *b, const collgen__wire_info *self) {
+/* The table's join: all-gathers every rank's record through fn and checks
+** every slot. */
+static int callback_join(collgen__boot *b, const collgen__wire_info *self,
+                         const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                         const uint8_t secret[COLLGEN__UID_SECRET_BYTES]) {
+  (void)tag, (void)secret; /* the application's callback needs no id */
   uint8_t mine[JOIN_BYTES];
   collgen__wire_put32(mine, REC_MAGIC);
   collgen__wire_put32(mine + 4, COLLGEN__WIRE_VERSION);
@@ -123,8 +129,12 @@ static int step(collgen__boot *b, size_t bytes, int status) {
   return rc;
 }
 
-int collgen__boot_callback_exchange(collgen__boot *b, const void *mine, void *all,
-                                    size_t bytes) {
+/* The table's exchange: the step record, then the bytes. Descriptors never
+** come: this table has no COLLGEN__BOOT_CAP_FDS, so bootstrap.c refuses
+** them first. */
+static int callback_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
+                             const int *mine_fds, int nfds, int *all_fds) {
+  (void)mine_fds, (void)nfds, (void)all_fds;
   int rc = step(b, bytes, COLLGEN_OK);
   if (rc != COLLGEN_OK || bytes == 0) return rc;
   char when[48];
@@ -137,9 +147,18 @@ int collgen__boot_callback_exchange(collgen__boot *b, const void *mine, void *al
   return rc;
 }
 
-void collgen__boot_callback_abort(collgen__boot *b, int status) {
+/* The table's abort: this rank's step record carries status and b->err to
+** the others; b->err is kept. */
+static void callback_abort(collgen__boot *b, int status) {
   char saved[COLLGEN_ERRBUF];
   snprintf(saved, sizeof saved, "%s", b->err);
   step(b, 0, status); /* tells the others; its own outcome does not matter */
   snprintf(b->err, sizeof b->err, "%s", saved);
 }
+
+const struct collgen__boot_ops collgen__boot_callback_ops = {
+  .join = callback_join,
+  .exchange = callback_exchange,
+  .abort = callback_abort,
+  .caps = 0, /* no descriptors; fn's waits are the application's to bound */
+};

@@ -8,6 +8,7 @@
 ** crowd out the ranks; a rank whose connection is dropped connects again.
 ** Every wait polls against a deadline; every refusal and fault names the
 ** process or rank at fault, and every dropped stranger is counted.
+** bootstrap.c calls it through collgen__boot_socket_ops (at the end).
 ** Protocol and reasons: docs/multiprocess.md.
 */
 #define _GNU_SOURCE
@@ -22,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "bootstrap_internal.h"
+#include "bootstrap_handle.h"
 
 /* How long a best-effort ERROR to a peer may take. */
 #define NOTIFY_MS 50
@@ -58,7 +59,9 @@ static void notify(int fd, int status, uint32_t seq, const char *text) {
                      ignored, sizeof ignored);
 }
 
-void collgen__boot_socket_abort(collgen__boot *b, int status) {
+/* The table's abort: tells every peer that this rank failed (status,
+** b->err) and closes the connections. */
+static void socket_abort(collgen__boot *b, int status) {
   for (int r = 0; r < b->nranks; ++r)
     if (b->conn[r] >= 0) {
       notify(b->conn[r], status, b->seq, b->err);
@@ -462,7 +465,7 @@ static int root_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secret
       memcpy(b->peers[r].host, s.info[r].host, COLLGEN__HOST_ID_BYTES);
     }
   else
-    collgen__boot_socket_abort(b, rc);
+    socket_abort(b, rc);
   if (s.wait) /* received secrets */
     explicit_bzero(s.wait, COLLGEN__BOOT_MAX_PENDING * sizeof *s.wait);
   free(s.wait);
@@ -721,9 +724,11 @@ static int client_join(collgen__boot *b, const uint8_t *tag, const uint8_t *secr
   return rc;
 }
 
-int collgen__boot_socket_join(collgen__boot *b, const uint8_t tag[COLLGEN__UID_TAG_BYTES],
-                              const uint8_t secret[COLLGEN__UID_SECRET_BYTES],
-                              const collgen__wire_info *self) {
+/* The table's join: rank 0 listens, the others connect; a rank alone
+** meets nobody. */
+static int socket_join(collgen__boot *b, const collgen__wire_info *self,
+                       const uint8_t tag[COLLGEN__UID_TAG_BYTES],
+                       const uint8_t secret[COLLGEN__UID_SECRET_BYTES]) {
   double deadline = collgen__now_ms() + b->timeout_ms;
   if (b->nranks == 1) { /* alone: nobody to meet */
     b->peers[0].pid = (int)self->pid;
@@ -732,7 +737,7 @@ int collgen__boot_socket_join(collgen__boot *b, const uint8_t tag[COLLGEN__UID_T
   }
   if (b->rank == 0) return root_join(b, tag, secret, self, deadline);
   int rc = client_join(b, tag, secret, self, deadline);
-  if (rc != COLLGEN_OK) collgen__boot_socket_abort(b, rc);
+  if (rc != COLLGEN_OK) socket_abort(b, rc);
   return rc;
 }
 
@@ -914,14 +919,23 @@ static int client_exchange(collgen__boot *b, const void *mine, void *all, size_t
   return rc;
 }
 
-int collgen__boot_socket_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
-                                  const int *mine_fds, int nfds, int *all_fds) {
+/* The table's exchange: rank 0 gathers and relays, the others send their
+** part and wait for the whole. */
+static int socket_exchange(collgen__boot *b, const void *mine, void *all, size_t bytes,
+                           const int *mine_fds, int nfds, int *all_fds) {
   if (b->nranks == 1) {
     if (bytes) memcpy(all, mine, bytes);
     return COLLGEN_OK; /* all_fds: only this rank's slots, already -1 */
   }
   int rc = b->rank == 0 ? root_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds)
                         : client_exchange(b, mine, all, bytes, mine_fds, nfds, all_fds);
-  if (rc != COLLGEN_OK) collgen__boot_socket_abort(b, rc);
+  if (rc != COLLGEN_OK) socket_abort(b, rc);
   return rc;
 }
+
+const struct collgen__boot_ops collgen__boot_socket_ops = {
+  .join = socket_join,
+  .exchange = socket_exchange,
+  .abort = socket_abort,
+  .caps = COLLGEN__BOOT_CAP_FDS | COLLGEN__BOOT_CAP_BOUNDED, /* SCM_RIGHTS; deadlines */
+};

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bootstrap.h"
+#include "bootstrap_types.h"
 #include "unique_id.h"
 
 /* A message: a 24-byte header, then `length` payload bytes; `nfds`

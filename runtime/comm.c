@@ -31,7 +31,7 @@ void collgen__comm_release(collgen_comm_t *c) {
   }
   free(c->loaded);
   collgen__comm_buffers_release(c);
-  collgen__comm_rank_release(c);
+  if (c->release_rank) c->release_rank(c);
   for (int r = 0; r < c->ndev; ++r) {
     if (c->signal[r] || c->abort_stream[r]) collgen__cu.cuCtxSetCurrent(c->ctx[r]);
     if (c->abort_stream[r]) collgen__cu.cuStreamDestroy(c->abort_stream[r]);

@@ -54,6 +54,10 @@ struct collgen_comm {
   collgen__shared_buf shared_signal[COLLGEN_MAX_DEVICES], shared_staging[COLLGEN_MAX_DEVICES];
   CUdeviceptr staging[COLLGEN_MAX_DEVICES];
   size_t staging_bytes;
+  /* Set by comm_rank.c at creation: frees what one process per GPU adds
+  ** (the NCCL communicators, the shared buffers, the bootstrap), called by
+  ** collgen__comm_release; NULL in the one-process mode. */
+  void (*release_rank)(collgen_comm_t *c);
   struct collgen_buffer *buffers;          /* live registrations */
   CUdeviceptr errors_dev;
   /* Routing (route.c): route[s][g] is the path (collgen_transport_t) of
@@ -92,12 +96,9 @@ int collgen__comm_new(collgen_comm_t **out, int ndev, const collgen_comm_options
 ** the abort's pinned fill and streams. Needs the local contexts. */
 int collgen__comm_host_state(collgen_comm_t *c);
 
-/* Frees everything the communicator holds (any stage of creation). */
+/* Frees everything the communicator holds (any stage of creation),
+** through c->release_rank first for what one process per GPU adds. */
 void collgen__comm_release(collgen_comm_t *c);
-
-/* Unmaps every rank's shared buffers and closes the bootstrap (one process
-** per GPU; nothing otherwise). */
-void collgen__comm_rank_release(collgen_comm_t *c);
 
 /* ---- Routing (route.c) ---- */
 /* The transport a communicator asks for: options->transport when not

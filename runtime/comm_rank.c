@@ -250,8 +250,9 @@ out:
   return rc;
 }
 
-void collgen__comm_rank_release(collgen_comm_t *c) {
-  if (c->self < 0) return;
+/* c->release_rank: unmaps every rank's shared buffers, closes the NCCL
+** communicators and the bootstrap. */
+static void release_rank(collgen_comm_t *c) {
   collgen__cu.cuCtxSetCurrent(c->ctx[c->self]);
   collgen__comm_nccl_close(c);
   for (int r = 0; r < c->ndev; ++r) {
@@ -283,6 +284,7 @@ static int init_rank(collgen_comm_t **out, int nranks, const meeting *m, int ran
   rc = collgen__comm_new(&c, nranks, options);
   if (rc != COLLGEN_OK) return rc;
   c->self = rank;
+  c->release_rank = release_rank;
   rank_info me;
   memset(&me, 0, sizeof me);
   me.version = RANK_INFO_VERSION;

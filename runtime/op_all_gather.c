@@ -1,6 +1,6 @@
 /*
-** op_all_gather.c -- all-gather: its public entry points and its runtime
-** descriptor (op_runtime.h). Roles (COLLGEN_ROLES_ALL_GATHER): the rank's
+** op_all_gather.c -- all-gather: its runtime descriptor (op_runtime.h;
+** the entry points are generated, op_entry_points.c). Roles (COLLGEN_ROLES_ALL_GATHER): the rank's
 ** shard (input) and the gathered output; the input may sit at its own
 ** offset in the output (in place). Any dtype: the op moves bits. The
 ** planner makes a group of one a copy (nothing when in place).
@@ -51,11 +51,8 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   return COLLGEN_OK;
 }
 
-/* in[k]: group rank k's shard; out[k]: its output; row_start[k]: the byte
-** offset of shard k in the output (row_start[size] = the gathered bytes). */
-static void fill_rank(const collgen__call *call, const collgen__group *g, int base, int size,
-                      int r, collgen__kparams *kp) {
-  (void)r;
+void collgen__fill_byte_ranges(const collgen__call *call, const collgen__group *g, int base,
+                               int size, collgen__kparams *kp) {
   const unsigned long long esize = (unsigned long long)collgen__dtype_bytes(call->dtype);
   unsigned long long start = 0;
   for (int k = 0; k <= COLLGEN_MAX_DEVICES; ++k) {
@@ -67,6 +64,14 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
     }
   }
   kp->count = start;
+}
+
+/* in[k]: group rank k's shard; out[k]: its output; row_start[k]: the byte
+** offset of shard k in the output (row_start[size] = the gathered bytes). */
+static void fill_rank(const collgen__call *call, const collgen__group *g, int base, int size,
+                      int r, collgen__kparams *kp) {
+  (void)r;
+  collgen__fill_byte_ranges(call, g, base, size, kp);
 }
 
 /* NCCL path: the exchange is the whole op (collgen__nccl_gather). */
@@ -85,22 +90,3 @@ const collgen__op_runtime collgen__rt_all_gather = {
     .fill_rank = fill_rank,
     .nccl_exchange = nccl_exchange, /* no nccl_local: NCCL does it all */
 };
-
-int collgen_all_gather(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                       const int64_t *const *shard_shapes, const void *const *inputs,
-                       void *const *outputs, int group_size, const collgen_stream_t *streams) {
-  collgen__call call = {
-      .op = COLLGEN_OP_ALL_GATHER, .dtype = dtype, .tensor_rank = rank, .shapes = shard_shapes,
-      .buffers = {inputs, (const void *const *)outputs}, .group_size = group_size,
-      .streams = streams};
-  return collgen__op_run(c, &call);
-}
-
-int collgen_rank_all_gather(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                            const int64_t *const *shard_shapes, const void *input, void *output,
-                            int group_size, collgen_stream_t stream) {
-  collgen__call call = {.op = COLLGEN_OP_ALL_GATHER, .dtype = dtype, .tensor_rank = rank,
-                        .shapes = shard_shapes, .group_size = group_size};
-  const void *mine[] = {[ROLE_input] = input, [ROLE_output] = output};
-  return collgen__rank_run(c, &call, NULL, mine, stream, NULL);
-}

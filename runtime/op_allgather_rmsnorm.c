@@ -1,9 +1,10 @@
 /*
-** op_allgather_rmsnorm.c -- fused all-gather + RMSNorm: its public entry
-** point and its runtime descriptor (op_runtime.h). Roles
+** op_allgather_rmsnorm.c -- fused all-gather + RMSNorm: its runtime
+** descriptor (op_runtime.h; the entry points are generated,
+** op_entry_points.c). Roles
 ** (COLLGEN_ROLES_ALLGATHER_RMSNORM): the rank's row shard (input), the
 ** gathered normed and residual outputs, gamma. No two may overlap where
-** one is written. Arguments: collgen__norm_args.
+** one is written. Scalars: eps and weight_offset (COLLGEN_SCALARS_NORM).
 */
 #include "dtype_convert.h"
 #include "op_runtime.h"
@@ -98,37 +99,8 @@ const collgen__op_runtime collgen__rt_allgather_rmsnorm = {
     .op = COLLGEN_OP_ALLGATHER_RMSNORM,
     .same_buffer_ok = {{-1, -1}},
     .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
-    .check_scalars = collgen__check_norm_scalars,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .nccl_local = nccl_local,
     .nccl_exchange = nccl_exchange,
 };
-
-int collgen_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                              const int64_t *const *shard_shapes, const void *const *inputs,
-                              void *const *out_normed, void *const *out_residual,
-                              const void *const *gammas, float eps, float weight_offset,
-                              int group_size, const collgen_stream_t *streams) {
-  const collgen__norm_args args = {.eps = eps, .weight_offset = weight_offset};
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shard_shapes,
-      .buffers = {inputs, (const void *const *)out_normed, (const void *const *)out_residual,
-                  gammas},
-      .args = &args, .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
-}
-
-int collgen_rank_allgather_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                   const int64_t *const *shard_shapes, const void *input,
-                                   void *out_normed, void *out_residual, const void *gamma,
-                                   float eps, float weight_offset, int group_size,
-                                   collgen_stream_t stream) {
-  const collgen__norm_args args = {.eps = eps, .weight_offset = weight_offset};
-  collgen__call call = {.op = COLLGEN_OP_ALLGATHER_RMSNORM, .dtype = dtype, .tensor_rank = rank,
-                        .shapes = shard_shapes, .args = &args, .group_size = group_size};
-  const void *mine[] = {[ROLE_input] = input, [ROLE_normed] = out_normed,
-                        [ROLE_residual] = out_residual, [ROLE_gamma] = gamma};
-  return collgen__rank_run(c, &call, NULL, mine, stream, NULL);
-}

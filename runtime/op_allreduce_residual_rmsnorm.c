@@ -1,14 +1,14 @@
 /*
 ** op_allreduce_residual_rmsnorm.c -- fused allreduce + residual add +
-** RMSNorm: its public entry points (normed in the dtype, or as float8
-** e4m3; each for every rank, or per rank for one process per GPU) and its
-** runtime descriptor (op_runtime.h). Roles
+** RMSNorm: its runtime descriptor (op_runtime.h; the entry points, normed
+** in the dtype or as float8 e4m3, are generated: op_entry_points.c). Roles
 ** (COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM): x (the partial sums),
 ** residual_in, gamma, residual_out and one normed output: in the dtype, or
 ** e4m3 bytes plus (dynamic scaling) a float scale per row. residual_out may
 ** be exactly residual_in (in place); no other pair may overlap where one is
 ** written. A group of one rank still runs its kernel (add and normalize).
-** Arguments: collgen__norm_fp8_args (op_runtime.h).
+** Scalars: COLLGEN_SCALARS_ALLREDUCE_RESIDUAL_RMSNORM (checked by the
+** driver); the RMSNorm family's parameters come from op_rmsnorm.c.
 */
 #include <stdint.h>
 
@@ -28,7 +28,7 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
   const int64_t cols = call->shapes[base][call->tensor_rank - 1];
   g->shape.cols = cols;
   g->shape.rows = cols ? elems / cols : 0;
-  g->shape.fp8 = ((const collgen__norm_fp8_args *)call->args)->fp8;
+  g->shape.fp8 = collgen__call_fp8(call);
   g->empty = elems == 0;
   const int64_t esize = collgen__dtype_bytes(call->dtype);
   const int64_t extent[] = {
@@ -51,12 +51,8 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
     kp->in[k] = call->buffers[ROLE_x][base + k];
     kp->out[k] = (void *)call->buffers[ROLE_residual_out][base + k];
   }
-  const collgen__norm_fp8_args *a = call->args;
   kp->residual_in = call->buffers[ROLE_residual_in][r];
-  const int normed = a->fp8 == COLLGEN_FP8_NONE ? ROLE_normed : ROLE_normed_fp8;
-  kp->normed = (void *)call->buffers[normed][r];
-  if (a->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_row_scales][r];
-  kp->static_scale = a->static_scale;
+  collgen__norm_fp8_params(call, r, kp);
   collgen__norm_params(call, g, r, ROLE_gamma, kp);
 }
 
@@ -92,57 +88,11 @@ const collgen__op_runtime collgen__rt_allreduce_residual_rmsnorm = {
     .op = COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM,
     .same_buffer_ok = {{ROLE_residual_in, ROLE_residual_out}, {-1, -1}},
     .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
-    .check_scalars = collgen__check_norm_fp8_args,
+    .pieces = COLLGEN__PIECES_ROWS, /* rows are independent */
+    .fixed_roles = 1u << ROLE_gamma,
+    .per_row_roles = 1u << ROLE_row_scales,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .nccl_local = nccl_local,
     .nccl_exchange = nccl_exchange,
 };
-
-/* The public entry points (op_norm_fp8.c builds their calls). The
-** per-rank ones cut a call larger than half the staging area into row
-** ranges: rows are independent. */
-int collgen_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                       const int64_t *const *shapes, const void *const *x,
-                                       const void *const *residual_in, void *const *out_normed,
-                                       void *const *residual_out, const void *const *gammas,
-                                       float eps, float weight_offset, int group_size,
-                                       const collgen_stream_t *streams) {
-  return collgen__norm_fp8_call(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, dtype, rank, shapes, x,
-                                residual_in, out_normed, residual_out, gammas, eps,
-                                weight_offset, group_size, streams);
-}
-
-int collgen_allreduce_residual_rmsnorm_fp8(
-    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *const *shapes,
-    const void *const *x, const void *const *residual_in, void *const *normed_fp8,
-    float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
-    float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
-    const collgen_stream_t *streams) {
-  return collgen__norm_fp8_call_fp8(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, dtype, rank,
-                                    shapes, x, residual_in, normed_fp8, row_scales,
-                                    residual_out, gammas, eps, weight_offset, mode,
-                                    static_scale, group_size, streams);
-}
-
-int collgen_rank_allreduce_residual_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                            const int64_t *shape, const void *x,
-                                            const void *residual_in, void *out_normed,
-                                            void *residual_out, const void *gamma, float eps,
-                                            float weight_offset, int group_size,
-                                            collgen_stream_t stream) {
-  return collgen__norm_fp8_rank_call(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, 1, dtype, rank,
-                                     shape, x, residual_in, out_normed, residual_out, gamma,
-                                     eps, weight_offset, group_size, stream);
-}
-
-int collgen_rank_allreduce_residual_rmsnorm_fp8(
-    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
-    const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
-    const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
-    float static_scale, int group_size, collgen_stream_t stream) {
-  return collgen__norm_fp8_rank_call_fp8(c, COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, 1, dtype,
-                                         rank, shape, x, residual_in, normed_fp8, row_scales,
-                                         residual_out, gamma, eps, weight_offset, mode,
-                                         static_scale, group_size, stream);
-}

@@ -1,6 +1,6 @@
 /*
-** op_allreduce_sum.c -- allreduce sum: its public entry point and its
-** runtime descriptor (op_runtime.h). Roles (COLLGEN_ROLES_ALLREDUCE_SUM):
+** op_allreduce_sum.c -- allreduce sum: its runtime descriptor
+** (op_runtime.h; the entry points are generated, op_entry_points.c). Roles (COLLGEN_ROLES_ALLREDUCE_SUM):
 ** input, output (may be the same buffer: in place). The planner makes a
 ** group of one rank a copy, not a kernel.
 */
@@ -63,34 +63,9 @@ const collgen__op_runtime collgen__rt_allreduce_sum = {
     .op = COLLGEN_OP_ALLREDUCE_SUM,
     .same_buffer_ok = {{ROLE_input, ROLE_output}, {-1, -1}},
     .stage_unaligned = 1, /* one process per GPU: unaligned buffers are staged */
+    .pieces = COLLGEN__PIECES_ELEMS,
     .measure_group = measure_group,
     .finish_group = finish_group,
     .fill_rank = fill_rank,
     .nccl_exchange = nccl_exchange, /* no nccl_local: NCCL does it all */
 };
-
-int collgen_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                          const int64_t *const *shapes, const void *const *inputs,
-                          void *const *outputs, int group_size,
-                          const collgen_stream_t *streams) {
-  collgen__call call = {
-      .op = COLLGEN_OP_ALLREDUCE_SUM, .dtype = dtype, .tensor_rank = rank, .shapes = shapes,
-      .buffers = {inputs, (const void *const *)outputs}, .group_size = group_size,
-      .streams = streams};
-  return collgen__op_run(c, &call);
-}
-
-int collgen_rank_allreduce_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                               const int64_t *shape, const void *input, void *output,
-                               int group_size, collgen_stream_t stream) {
-  collgen__call call = {.op = COLLGEN_OP_ALLREDUCE_SUM, .dtype = dtype, .tensor_rank = rank,
-                        .group_size = group_size};
-  const void *mine[] = {[ROLE_input] = input, [ROLE_output] = output};
-  /* Calls larger than a staging region run as consecutive pieces of
-  ** elements. The driver checks everything else (it also reports a bad
-  ** shape). */
-  collgen__rank_pieces pieces;
-  const int cut = collgen__rank_elem_pieces(c, dtype, shape, rank, ROLE_input, ROLE_output,
-                                            &pieces);
-  return collgen__rank_run(c, &call, shape, mine, stream, cut ? &pieces : NULL);
-}

@@ -3,11 +3,9 @@
 ** op_runtime.h): validate every group, plan each group and load its kernel
 ** on every rank, fill each rank's parameters, launch every rank.
 */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dtype_convert.h"
 #include "generator.h"
 #include "op_runtime.h"
 #include "shape.h"
@@ -23,7 +21,7 @@ typedef struct {
 } launch_set;
 
 static const collgen__op_runtime *const runtimes[] = {
-#define RT_ENTRY(NAME, value, id, tpl, min_rank, computes) [value] = &collgen__rt_##id,
+#define RT_ENTRY(NAME, value, id, tpl, min_rank, computes, fp8) [value] = &collgen__rt_##id,
     COLLGEN_OP_MAP(RT_ENTRY)
 #undef RT_ENTRY
 };
@@ -34,7 +32,7 @@ const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op) {
 }
 
 /* Checks shared by every op; resolves group_size 0 to the rank count. */
-static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen__call *call) {
+static int check_call(collgen_comm_t *c, collgen__call *call) {
   const collgen__op_desc *op = collgen__op_find(call->op);
   if (!collgen__dtype_find(call->dtype))
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
@@ -46,24 +44,12 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   if (!call->shapes || !call->streams)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                          "shapes and streams must not be NULL");
-  for (int k = 0; k < op->nroles; ++k) {
-    if (!(rt->optional_roles & (1u << k))) continue;
-    int given = 0; /* an optional role: absent unless some rank's entry is set */
-    for (int r = 0; call->buffers[k] && r < c->ndev; ++r) given |= call->buffers[k][r] != NULL;
-    if (!given) call->unused_roles |= 1u << k;
-  }
-  for (int k = 0; k < op->nroles; ++k)
-    if (!call->buffers[k] && !(call->unused_roles & (1u << k)))
-      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                           "the %s array must not be NULL", op->roles[k].label);
+  int rc = collgen__check_arguments(c, call);
+  if (rc != COLLGEN_OK) return rc;
   for (int r = 0; r < c->ndev; ++r)
     if (!call->shapes[r])
       return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
                            "shape of rank %d is NULL", r);
-  if (rt->check_scalars) {
-    int rc = rt->check_scalars(c, call);
-    if (rc != COLLGEN_OK) return rc;
-  }
   int gs = call->group_size == 0 ? c->ndev : call->group_size;
   if (gs < 1 || c->ndev % gs != 0)
     return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
@@ -98,23 +84,6 @@ static int check_call(collgen_comm_t *c, const collgen__op_runtime *rt, collgen_
   return COLLGEN_OK;
 }
 
-int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call) {
-  const collgen__norm_args *a = call->args;
-  if (!(a->eps >= 0.0f) || !isfinite(a->eps) || !isfinite(a->weight_offset))
-    return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
-                         "eps must be finite and >= 0, weight_offset finite");
-  return COLLGEN_OK;
-}
-
-void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
-                          int gamma_role, collgen__kparams *kp) {
-  kp->gamma = call->buffers[gamma_role][r];
-  kp->count = (unsigned long long)g->shape.rows;
-  const collgen__norm_args *a = call->args;
-  kp->eps = a->eps;
-  kp->weight_offset = collgen__dtype_round(call->dtype, a->weight_offset);
-}
-
 int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int base, int size,
                               int64_t *elems) {
   const int64_t *first = call->shapes[base];
@@ -136,11 +105,13 @@ int collgen__group_same_shape(collgen_comm_t *c, const collgen__call *call, int 
   return COLLGEN_OK;
 }
 
+/* 1 when roles (a, b) are a same_buffer_ok pair as declared (a inside b),
+** -1 when declared the other way (b inside a), 0 when they are none. */
 static int same_buffer_ok(const collgen__op_runtime *rt, int a, int b) {
-  for (int i = 0; i < 4 && rt->same_buffer_ok[i][0] >= 0; ++i)
-    if ((rt->same_buffer_ok[i][0] == a && rt->same_buffer_ok[i][1] == b) ||
-        (rt->same_buffer_ok[i][0] == b && rt->same_buffer_ok[i][1] == a))
-      return 1;
+  for (int i = 0; i < 4 && rt->same_buffer_ok[i][0] >= 0; ++i) {
+    if (rt->same_buffer_ok[i][0] == a && rt->same_buffer_ok[i][1] == b) return 1;
+    if (rt->same_buffer_ok[i][0] == b && rt->same_buffer_ok[i][1] == a) return -1;
+  }
   return 0;
 }
 
@@ -173,7 +144,10 @@ static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
       if (g->bytes[a][r] == 0 || g->bytes[b][r] == 0) continue;
       uintptr_t pa = (uintptr_t)call->buffers[a][r], pb = (uintptr_t)call->buffers[b][r];
       uintptr_t ea = pa + (uintptr_t)g->bytes[a][r], eb = pb + (uintptr_t)g->bytes[b][r];
-      if (same_buffer_ok(rt, a, b) && pa == pb + (uintptr_t)g->inplace_at[r] && ea <= eb)
+      const int pair = same_buffer_ok(rt, a, b); /* the first of a pair sits inside */
+      const uintptr_t inner = pair > 0 ? pa : pb, outer = pair > 0 ? pb : pa;
+      const uintptr_t inner_end = pair > 0 ? ea : eb, outer_end = pair > 0 ? eb : ea;
+      if (pair && inner == outer + (uintptr_t)g->inplace_at[r] && inner_end <= outer_end)
         continue;
       if (pa < eb && pb < ea)
         return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_INVALID_ARG,
@@ -185,90 +159,6 @@ static int check_rank_buffers(collgen_comm_t *c, const collgen__op_runtime *rt,
                                                       : "");
     }
   return COLLGEN_OK;
-}
-
-void collgen__common_shape(const collgen_comm_t *c, const collgen__call *call, collgen_shape_t *s) {
-  collgen_shape_init(s, call->op);
-  s->dtype = call->dtype;
-  s->ngpus = c->ndev;
-  s->group_size = call->group_size;
-  s->tensor_rank = call->tensor_rank;
-  s->aligned16 = 1;
-  s->max_blocks = c->max_blocks;
-}
-
-void collgen__group_arch(const collgen_comm_t *c, collgen_shape_t *shape, int base) {
-  _Static_assert(sizeof shape->arch == sizeof c->arch[0], "arch strings differ in size");
-  memcpy(shape->arch, c->arch[base], sizeof shape->arch);
-}
-
-int collgen__group_prepare(collgen_comm_t *c, collgen_shape_t *shape, int base, int size,
-                           CUfunction *fn, collgen_plan_t *plan_out) {
-  for (int r = base; r < base + size; ++r)
-    if (strcmp(c->arch[r], c->arch[base]) != 0)
-      return collgen__fail(c->err, sizeof c->err, COLLGEN_ERR_UNSUPPORTED,
-                           "ranks %d and %d of one group have different archs (%s, %s)",
-                           base, r, c->arch[base], c->arch[r]);
-  collgen__group_arch(c, shape, base);
-  collgen_plan_t spare;
-  const collgen_plan_t *plan = &spare;
-  const struct collgen__entry *entry = NULL;
-  int rc = collgen_plan(c->gen, shape, &spare); /* memoized: the kernel's lookup repeats it */
-  if (rc == COLLGEN_OK && spare.copy_from < 0)
-    rc = collgen__resolve_kernel(c->gen, shape, &spare, &plan, &entry);
-  if (rc != COLLGEN_OK) {
-    snprintf(c->err, sizeof c->err, "%s", collgen_generator_last_error(c->gen));
-    return rc;
-  }
-  for (int r = base; entry && r < base + size; ++r) {
-    if (!collgen__comm_is_local(c, r)) continue; /* another process loads it */
-    rc = collgen__kernel_load(c, r, entry, &fn[r]);
-    if (rc != COLLGEN_OK) return rc;
-  }
-  if (plan_out) *plan_out = *plan;
-  return COLLGEN_OK;
-}
-
-void collgen__common_params(const collgen_comm_t *c, int base, int size, int r,
-                            collgen__kparams *kp) {
-  memset(kp, 0, sizeof *kp);
-  for (int g = 0; g < size; ++g) kp->signal[g] = (void *)(uintptr_t)c->signal[base + g];
-  kp->error = (unsigned int *)(uintptr_t)(c->errors_dev +
-                                          sizeof(unsigned int) * COLLGEN_STATUS_WORDS * (size_t)r);
-  kp->timeout_ns = (unsigned long long)c->timeout_ms * 1000000ull;
-  kp->rank = (unsigned)(r - base);
-  kp->group_base = (unsigned)base;
-}
-
-int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
-                    const collgen__kparams *kp, int r, CUstream stream) {
-  int rc = COLLGEN_OK;
-  if (c->launch_mask && !(c->launch_mask & (1u << r))) return COLLGEN_OK;
-  void *args[] = {(void *)kp};
-  COLLGEN_CU_GOTO(collgen__cu.cuCtxSetCurrent(c->ctx[r]), rc, c->err, sizeof c->err, out);
-  if (!c->pdl) {
-    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0,
-                                               stream, args, NULL),
-                    rc, c->err, sizeof c->err, out);
-  } else { /* programmatic dependent launch (docs/api.md, options.pdl) */
-    CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = (unsigned)grid;
-    cfg.gridDimY = cfg.gridDimZ = 1;
-    cfg.blockDimX = (unsigned)block;
-    cfg.blockDimY = cfg.blockDimZ = 1;
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    COLLGEN_CU_GOTO(collgen__cu.cuLaunchKernelEx(&cfg, fn, args, NULL), rc, c->err,
-                    sizeof c->err, out);
-  }
-out:
-  return rc;
 }
 
 /* Rank r of a group whose plan is a copy (the op is the identity there):
@@ -307,7 +197,7 @@ int collgen__op_run(collgen_comm_t *c, collgen__call *call) {
                                         : "this communicator drives one rank of a "
                                           "multi-process job (collgen_comm_init_rank): "
                                           "call collgen_rank_* instead");
-  rc = check_call(c, rt, call);
+  rc = check_call(c, call);
   if (rc != COLLGEN_OK) return rc;
 
   /* 1. Validate every group before anything is loaded or launched. */

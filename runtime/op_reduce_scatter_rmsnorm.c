@@ -1,15 +1,14 @@
 /*
 ** op_reduce_scatter_rmsnorm.c -- fused reduce-scatter + residual add +
-** RMSNorm (sequence parallelism): its public entry points (normed in the
-** dtype, or as float8 e4m3; each for every rank, or per rank for one
-** process per GPU) and its runtime descriptor (op_runtime.h). Roles: those
+** RMSNorm (sequence parallelism): its runtime descriptor (op_runtime.h;
+** the entry points are generated, op_entry_points.c). Roles: those
 ** of allreduce_residual_rmsnorm (COLLGEN_ROLES_REDUCE_SCATTER_RMSNORM):
 ** x is [rows, cols] on every rank of a group; group rank i owns chunk i of
 ** the rows (collgen__scatter_chunk) and its residual_in (optional),
 ** residual_out and normed outputs are [count_i, cols]. residual_out may be
 ** exactly residual_in; no other pair may overlap where one is written. A
-** group of one rank runs its kernel (add and normalize). Arguments:
-** collgen__norm_fp8_args, checked as the residual op's.
+** group of one rank runs its kernel (add and normalize). Scalars: those of
+** allreduce_residual_rmsnorm, checked by the driver.
 */
 #include <stdint.h>
 
@@ -34,7 +33,7 @@ static int measure_group(collgen_comm_t *c, const collgen__call *call, int base,
     collgen__scatter_chunk(rows, size, r - base, &start, &g->rank_rows[r]);
   g->shape.cols = cols;
   g->shape.rows = g->rank_rows[base];
-  g->shape.fp8 = ((const collgen__norm_fp8_args *)call->args)->fp8;
+  g->shape.fp8 = collgen__call_fp8(call);
   g->empty = elems == 0;
   for (int r = base; !g->empty && r < base + size; ++r) {
     const int64_t mine = g->rank_rows[r] * cols;
@@ -59,13 +58,9 @@ static void fill_rank(const collgen__call *call, const collgen__group *g, int ba
   for (int k = base; k < r; ++k) start += g->rank_rows[k];
   for (int k = 0; k < size; ++k)
     kp->in[k] = (const char *)call->buffers[ROLE_x][base + k] + start * row_bytes;
-  const collgen__norm_fp8_args *a = call->args;
   kp->residual_in = call->buffers[ROLE_residual_in] ? call->buffers[ROLE_residual_in][r] : NULL;
   kp->out[r - base] = (void *)call->buffers[ROLE_residual_out][r];
-  const int normed = a->fp8 == COLLGEN_FP8_NONE ? ROLE_normed : ROLE_normed_fp8;
-  kp->normed = (void *)call->buffers[normed][r];
-  if (a->fp8 == COLLGEN_FP8_DYNAMIC) kp->row_scales = (float *)call->buffers[ROLE_row_scales][r];
-  kp->static_scale = a->static_scale;
+  collgen__norm_fp8_params(call, r, kp);
   collgen__norm_params(call, g, r, ROLE_gamma, kp);
   kp->count = (unsigned long long)g->rank_rows[r];
 }
@@ -125,60 +120,13 @@ static int nccl_exchange(collgen_comm_t *c, const collgen__call *call, const col
 const collgen__op_runtime collgen__rt_reduce_scatter_rmsnorm = {
     .op = COLLGEN_OP_REDUCE_SCATTER_RMSNORM,
     .same_buffer_ok = {{ROLE_residual_in, ROLE_residual_out}, {-1, -1}},
-    .optional_roles = 1u << ROLE_residual_in,
+    /* per rank calls are never cut: x must fit half the staging area (the
+    ** staging plan refuses it, naming staging_bytes), since a cut into row
+    ** ranges would change every rank's chunk */
+    .pieces = COLLGEN__PIECES_NONE,
     .stage_unaligned = 0, /* one process per GPU: 16-byte aligned buffers only */
-    .check_scalars = collgen__check_norm_fp8_args,
     .measure_group = measure_group,
     .fill_rank = fill_rank,
     .nccl_local = nccl_local,
     .nccl_exchange = nccl_exchange,
 };
-
-/* The public entry points (op_norm_fp8.c builds their calls). The
-** per-rank ones are never cut: x must fit half the staging area (the
-** staging plan refuses it, naming staging_bytes), since a cut into row
-** ranges would change every rank's chunk. */
-int collgen_reduce_scatter_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                   const int64_t *const *shapes, const void *const *x,
-                                   const void *const *residual_in, void *const *out_normed,
-                                   void *const *residual_out, const void *const *gammas,
-                                   float eps, float weight_offset, int group_size,
-                                   const collgen_stream_t *streams) {
-  return collgen__norm_fp8_call(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, dtype, rank, shapes, x,
-                                residual_in, out_normed, residual_out, gammas, eps,
-                                weight_offset, group_size, streams);
-}
-
-int collgen_reduce_scatter_rmsnorm_fp8(
-    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *const *shapes,
-    const void *const *x, const void *const *residual_in, void *const *normed_fp8,
-    float *const *row_scales, void *const *residual_out, const void *const *gammas, float eps,
-    float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
-    const collgen_stream_t *streams) {
-  return collgen__norm_fp8_call_fp8(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, dtype, rank, shapes,
-                                    x, residual_in, normed_fp8, row_scales, residual_out,
-                                    gammas, eps, weight_offset, mode, static_scale, group_size,
-                                    streams);
-}
-
-int collgen_rank_reduce_scatter_rmsnorm(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                        const int64_t *shape, const void *x,
-                                        const void *residual_in, void *out_normed,
-                                        void *residual_out, const void *gamma, float eps,
-                                        float weight_offset, int group_size,
-                                        collgen_stream_t stream) {
-  return collgen__norm_fp8_rank_call(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, 0, dtype, rank,
-                                     shape, x, residual_in, out_normed, residual_out, gamma,
-                                     eps, weight_offset, group_size, stream);
-}
-
-int collgen_rank_reduce_scatter_rmsnorm_fp8(
-    collgen_comm_t *c, collgen_dtype_t dtype, int rank, const int64_t *shape, const void *x,
-    const void *residual_in, void *normed_fp8, float *row_scales, void *residual_out,
-    const void *gamma, float eps, float weight_offset, collgen_fp8_mode_t mode,
-    float static_scale, int group_size, collgen_stream_t stream) {
-  return collgen__norm_fp8_rank_call_fp8(c, COLLGEN_OP_REDUCE_SCATTER_RMSNORM, 0, dtype, rank,
-                                         shape, x, residual_in, normed_fp8, row_scales,
-                                         residual_out, gamma, eps, weight_offset, mode,
-                                         static_scale, group_size, stream);
-}

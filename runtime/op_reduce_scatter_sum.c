@@ -1,6 +1,6 @@
 /*
-** op_reduce_scatter_sum.c -- reduce-scatter sum: its public entry points
-** and its runtime descriptor (op_runtime.h). Roles
+** op_reduce_scatter_sum.c -- reduce-scatter sum: its runtime descriptor
+** (op_runtime.h; the entry points are generated, op_entry_points.c). Roles
 ** (COLLGEN_ROLES_REDUCE_SCATTER_SUM): input [N, ...] and output [count_i,
 ** ...], group rank i's chunk of rows (collgen__scatter_chunk). They may not
 ** overlap: the runtime's overlap check refuses an output inside its input.
@@ -95,23 +95,3 @@ const collgen__op_runtime collgen__rt_reduce_scatter_sum = {
     .fill_rank = fill_rank,
     .nccl_exchange = nccl_exchange, /* no nccl_local: NCCL does it all */
 };
-
-int collgen_reduce_scatter_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                               const int64_t *const *shapes, const void *const *inputs,
-                               void *const *outputs, int group_size,
-                               const collgen_stream_t *streams) {
-  collgen__call call = {
-      .op = COLLGEN_OP_REDUCE_SCATTER_SUM, .dtype = dtype, .tensor_rank = rank,
-      .shapes = shapes, .buffers = {inputs, (const void *const *)outputs},
-      .group_size = group_size, .streams = streams};
-  return collgen__op_run(c, &call);
-}
-
-int collgen_rank_reduce_scatter_sum(collgen_comm_t *c, collgen_dtype_t dtype, int rank,
-                                    const int64_t *shape, const void *input, void *output,
-                                    int group_size, collgen_stream_t stream) {
-  collgen__call call = {.op = COLLGEN_OP_REDUCE_SCATTER_SUM, .dtype = dtype,
-                        .tensor_rank = rank, .group_size = group_size};
-  const void *mine[] = {[ROLE_input] = input, [ROLE_output] = output};
-  return collgen__rank_run(c, &call, shape, mine, stream, NULL);
-}

@@ -3,11 +3,14 @@
 ** of them: validate every group -> plan each group -> load its kernel on
 ** every rank -> fill each rank's parameters -> launch every rank.
 **
-** An op supplies: its buffer roles (once, COLLGEN_ROLES_<op> in
-** src/catalog.h), which role pairs may be the same buffer, its argument
-** struct (call->args) and check_scalars, measure_group (checks one group's
-** shapes, gives each buffer's extent per rank and the planner's view of the
-** group) and fill_rank (one rank's op-specific kernel parameters). What an
+** An op supplies: its buffer roles and scalar arguments (once,
+** COLLGEN_ROLES_<op> and COLLGEN_SCALARS_<op> in src/catalog.h: which
+** roles are optional or follow the FP8 mode, each scalar's check, all read
+** by the driver), which role pairs may be the same buffer, how a per-rank
+** call larger than the staging area is cut (pieces), measure_group (checks
+** one group's shapes, gives each buffer's extent per rank and the
+** planner's view of the group) and fill_rank (one rank's op-specific
+** kernel parameters). What an
 ** algorithm needs of the runtime the plan says (collgen_plan_t: the roles
 ** peers read or write, or a copy instead of a kernel). The driver does all
 ** the rest once for every op: argument and pointer checks (NULL, element
@@ -22,7 +25,10 @@
 
 /* ROLE_<id> = k for role k of an op: an op file writes
 ** enum { COLLGEN_ROLES_<OP>(COLLGEN_ROLE_ENUM) }; */
-#define COLLGEN_ROLE_ENUM(id, label, is_output, elem_bytes) ROLE_##id,
+#define COLLGEN_ROLE_ENUM(id, label, is_output, elem_bytes, use) ROLE_##id,
+/* SCALAR_<id> = j for scalar j of an op (call->scalars[j]): an op file
+** writes enum { COLLGEN_SCALARS_<OP>(COLLGEN_SCALAR_ENUM) }; */
+#define COLLGEN_SCALAR_ENUM(id, type, check, dflt, doc) SCALAR_##id,
 
 /* The arguments of one call, op-neutral. buffers[k][r] is rank r's buffer
 ** of role k (the op's role k, catalog.h). */
@@ -32,10 +38,13 @@ typedef struct {
   int tensor_rank;
   const int64_t *const *shapes;        /* per rank, tensor_rank dims each */
   const void *const *buffers[COLLGEN_MAX_ROLES];
-  unsigned unused_roles;               /* bit k: the call has no role k (its
-                                          array may be NULL; nothing checked) */
-  const void *args;                    /* the op's own arguments (its args
-                                          struct, e.g. collgen__norm_args), or NULL */
+  unsigned unused_roles;               /* bit k: the call has no role k (an
+                                          optional role left out, or one the
+                                          FP8 mode does not write; its array
+                                          may be NULL; nothing checked). Set
+                                          by the driver. */
+  double scalars[COLLGEN_MAX_SCALARS]; /* the op's scalars, in its catalog
+                                          order (SCALAR_<id>) */
   int group_size;                      /* resolved by the driver (0 = all) */
   const collgen_stream_t *streams;
   /* A collgen_rank_* call (one process per GPU): only this process's rank
@@ -64,16 +73,20 @@ typedef struct {
   ** overlap between a rank's buffers, where one of them is written, is
   ** refused. Terminated by {-1, -1}. */
   int same_buffer_ok[4][2];
-  /* Roles a call may leave out (bit k: role k): the driver counts one as
-  ** unused (call->unused_roles) when its array is NULL or every rank's
-  ** entry is (one process per GPU: this rank's). */
-  unsigned optional_roles;
+  /* How a collgen_rank_* call larger than half the staging area runs
+  ** (op_rank.c): COLLGEN__PIECES_NONE (it must fit: the staging plan
+  ** refuses it, naming staging_bytes), _ELEMS (consecutive runs of
+  ** elements, every role advancing by its element) or _ROWS (consecutive
+  ** runs of rows of [rows, cols]; the roles of fixed_roles, such as gamma,
+  ** stay the same for every piece). Every rank cuts alike, so the pieces
+  ** give the bits of one call. */
+  int pieces;
+  unsigned fixed_roles;   /* _ROWS: roles the same for every piece (gamma) */
+  unsigned per_row_roles; /* _ROWS: roles of one element per row (row scales) */
   /* One process per GPU (op_staging.c): 1 when a buffer that is not
   ** 16-byte aligned goes through staging (the planner saw aligned
   ** buffers), 0 when such a call is refused with COLLGEN_ERR_ALIGNMENT. */
   int stage_unaligned;
-  /* Checks the call's scalar arguments and modes (NULL if none). */
-  int (*check_scalars)(collgen_comm_t *c, const collgen__call *call);
   /* Checks the shapes of the group [base, base+size) and fills g: extents
   ** of every role per rank (0 for the call's unused_roles), shape fields,
   ** empty. g->shape already holds the common fields; the op may clear
@@ -150,7 +163,7 @@ int collgen__launch(collgen_comm_t *c, CUfunction fn, int grid, int block,
 
 /* The descriptor of every op of COLLGEN_OP_MAP (one file each:
 ** runtime/op_<id>.c). */
-#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank, computes) \
+#define COLLGEN_RT_DECL(NAME, value, id, tpl, min_rank, computes, fp8) \
   extern const collgen__op_runtime collgen__rt_##id;
 COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 #undef COLLGEN_RT_DECL
@@ -161,73 +174,38 @@ COLLGEN_OP_MAP(COLLGEN_RT_DECL)
 ** when c is NULL) saying why; on error nothing was launched or written. */
 int collgen__op_run(collgen_comm_t *c, collgen__call *call);
 
-/* The arguments the RMSNorm ops share: call->args of allgather_rmsnorm
-** points at one; an op with more arguments (allreduce_residual_rmsnorm)
-** starts its args struct with one. */
-typedef struct {
-  float eps, weight_offset;
-} collgen__norm_args;
+/* Checks the call's scalars as their catalog rows say, and works out
+** which roles it uses (call->unused_roles): an optional role none of whose
+** entries is set, and a role its FP8 mode does not write (which must then
+** be NULL), are unused; any other role's array must be given. Writes
+** c->err and returns an error otherwise (op_arguments.c). */
+int collgen__check_arguments(collgen_comm_t *c, collgen__call *call);
 
-/* check_scalars of the RMSNorm ops (call->args as above): eps finite and
-** >= 0, weight_offset finite. */
-int collgen__check_norm_scalars(collgen_comm_t *c, const collgen__call *call);
+/* The parameters of the ops that move byte ranges (all_gather, scatter:
+** roles input 0 and output 1): in[k] and out[k], group rank k's input and
+** output; row_start[k], the byte offset of rank k's range, rank_rows[]
+** elements each (row_start[size] = their sum); count = that sum
+** (op_all_gather.c). */
+void collgen__fill_byte_ranges(const collgen__call *call, const collgen__group *g, int base,
+                               int size, collgen__kparams *kp);
 
+/* ---- The RMSNorm family (op_rmsnorm.c) ---- */
 /* The RMSNorm parameters of rank r's kernel: gamma (rank r's buffer of role
 ** gamma_role), the row count of group g's shape, eps, and weight_offset as
-** the dtype holds it (the kernels add it in the dtype's precision), from
-** call->args as above. */
+** the dtype holds it (the kernels add it in the dtype's precision). Every
+** RMSNorm op's scalars start with COLLGEN_SCALARS_NORM (eps,
+** weight_offset). */
 void collgen__norm_params(const collgen__call *call, const collgen__group *g, int r,
                           int gamma_role, collgen__kparams *kp);
 
-/* The arguments of the ops with FP8 output (allreduce_residual_rmsnorm,
-** reduce_scatter_rmsnorm; both have COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM's
-** roles): the RMSNorm ones first, then how normed is written. */
-typedef struct {
-  collgen__norm_args norm;
-  collgen_fp8_mode_t fp8;  /* COLLGEN_FP8_NONE: normed in the dtype; else as e4m3 */
-  float static_scale;      /* with COLLGEN_FP8_STATIC */
-} collgen__norm_fp8_args;
+/* The FP8 output parameters of rank r's kernel for the ops with FP8 output
+** (COLLGEN_ROLES_RESIDUAL_RMSNORM's roles, COLLGEN_SCALARS_FP8 after the
+** norm scalars): normed (in the dtype or as e4m3), row scales, the static
+** scale. */
+void collgen__norm_fp8_params(const collgen__call *call, int r, collgen__kparams *kp);
 
-/* For those ops: the roles a call leaves out: the e4m3 ones (the plain
-** entry point, fp8_entry 0), or normed in the dtype and, unless `mode` is
-** dynamic, row_scales (the _fp8 entry point, whatever mode it was given). */
-unsigned collgen__norm_fp8_unused_roles(int fp8_entry, collgen_fp8_mode_t mode);
-
-/* The public entry points of those ops (op_norm_fp8.c), for op `op`: the
-** arguments of collgen_allreduce_residual_rmsnorm(_fp8) and of
-** collgen_rank_allreduce_residual_rmsnorm(_fp8), which each op's public
-** functions pass on. cut_rows (the per-rank forms): 1 when a call larger
-** than half the staging area may run as consecutive row ranges (the op's
-** rows are independent), 0 when it must fit half the staging area. */
-int collgen__norm_fp8_call(collgen_comm_t *c, collgen_op_t op, collgen_dtype_t dtype, int rank,
-                           const int64_t *const *shapes, const void *const *x,
-                           const void *const *residual_in, void *const *out_normed,
-                           void *const *residual_out, const void *const *gammas, float eps,
-                           float weight_offset, int group_size, const collgen_stream_t *streams);
-int collgen__norm_fp8_call_fp8(collgen_comm_t *c, collgen_op_t op, collgen_dtype_t dtype,
-                               int rank, const int64_t *const *shapes, const void *const *x,
-                               const void *const *residual_in, void *const *normed_fp8,
-                               float *const *row_scales, void *const *residual_out,
-                               const void *const *gammas, float eps, float weight_offset,
-                               collgen_fp8_mode_t mode, float static_scale, int group_size,
-                               const collgen_stream_t *streams);
-int collgen__norm_fp8_rank_call(collgen_comm_t *c, collgen_op_t op, int cut_rows,
-                                collgen_dtype_t dtype, int rank, const int64_t *shape,
-                                const void *x, const void *residual_in, void *out_normed,
-                                void *residual_out, const void *gamma, float eps,
-                                float weight_offset, int group_size, collgen_stream_t stream);
-int collgen__norm_fp8_rank_call_fp8(collgen_comm_t *c, collgen_op_t op, int cut_rows,
-                                    collgen_dtype_t dtype, int rank, const int64_t *shape,
-                                    const void *x, const void *residual_in, void *normed_fp8,
-                                    float *row_scales, void *residual_out, const void *gamma,
-                                    float eps, float weight_offset, collgen_fp8_mode_t mode,
-                                    float static_scale, int group_size,
-                                    collgen_stream_t stream);
-
-/* check_scalars of those ops (call->args a collgen__norm_fp8_args):
-** collgen__check_norm_scalars; for the _fp8 entry points also the mode,
-** its scale, row_scales NULL with static scaling, and every rank's arch. */
-int collgen__check_norm_fp8_args(collgen_comm_t *c, const collgen__call *call);
+/* The FP8 mode of a call of an op with FP8 output (its scalar fp8). */
+collgen_fp8_mode_t collgen__call_fp8(const collgen__call *call);
 
 /* COLLGEN_ERR_UNSUPPORTED (with c->err) when a rank's arch lacks what FP8
 ** output mode `fp8` needs (catalog: COLLGEN_FP8_MAP), INVALID_ARG for an
@@ -305,6 +283,11 @@ int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
                               const collgen__call *call, const collgen__group *g, int role,
                               int base, int size, int r, const void **at, int *used);
 
+/* The ways a per-rank call is cut (collgen__op_runtime.pieces). */
+#define COLLGEN__PIECES_NONE 0
+#define COLLGEN__PIECES_ELEMS 1
+#define COLLGEN__PIECES_ROWS 2
+
 /* ---- The collgen_rank_* entry points (op_rank.c) ---- */
 /* How a per-rank call that does not fit half the staging area is cut:
 ** `units` (elements or rows) in all, `piece` per call; role k's buffer
@@ -314,27 +297,22 @@ int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
 typedef struct {
   int64_t units, piece, inner;
   int64_t stride[COLLGEN_MAX_ROLES];
-  int peer_role;          /* the role peers read: checked whole against the
-                             registrations before the first piece runs */
 } collgen__rank_pieces;
 
-/* For an elementwise op whose ranks all hold `shape` (tensor rank `rank`,
-** roles input and output advancing by the element): 1 with *p set to cut
-** the call into pieces of half the staging area (16-byte multiples) when
-** it exceeds that, peer_role being the role peers read; 0 (one call) when
-** it fits or the arguments are bad (the driver then reports them). */
-int collgen__rank_elem_pieces(const collgen_comm_t *c, collgen_dtype_t dtype,
-                              const int64_t *shape, int rank, int input_role, int output_role,
-                              collgen__rank_pieces *p);
-
 /* Runs a collgen_rank_* call: `call` holds the op, dtype, tensor rank,
-** scalars, unused_roles and group size; every rank holds `shape` (NULL:
-** call->shapes is every rank's already); mine[k] is this rank's buffer of
-** role k (a role of unused_roles given as NULL gets no array, so the op
-** sees it absent). `pieces` NULL: one call; else pieces as described. */
+** scalars and group size; every rank holds `shape` (NULL: call->shapes is
+** every rank's already); mine[k] is this rank's buffer of role k (NULL:
+** none; the driver decides whether the role may be left out). A call
+** larger than half the staging area is cut as the op's descriptor says
+** (pieces). */
 int collgen__rank_run(collgen_comm_t *c, collgen__call *call, const int64_t *shape,
-                      const void *const *mine, collgen_stream_t stream,
-                      const collgen__rank_pieces *pieces);
+                      const void *const *mine, collgen_stream_t stream);
+
+/* collgen_rank_run of `pc` whose ranks all hold `shape` (the entry points
+** of the ops whose ranks share one shape), or with pc->shapes as every
+** rank's when `shape` is NULL (op_call.c). */
+int collgen__rank_run_call(collgen_comm_t *comm, const collgen_call_t *pc,
+                           const int64_t *shape);
 
 /* The descriptor of an op, or NULL for an unknown one. */
 const collgen__op_runtime *collgen__op_runtime_find(collgen_op_t op);

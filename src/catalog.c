@@ -12,19 +12,30 @@ static const collgen__dtype_desc dtypes[] = {
 #undef DTYPE_ENTRY
 };
 
-#define ROLE_ENTRY(id, label, is_output, elem_bytes) {#id, label, is_output, elem_bytes},
-#define ROLE_TABLE(NAME, value, id, tpl, min_rank, computes)                               \
-  static const collgen__role_desc roles_##id[] = {COLLGEN_ROLES_##NAME(ROLE_ENTRY)}; \
-  _Static_assert(sizeof roles_##id / sizeof roles_##id[0] <= COLLGEN_MAX_ROLES,    \
-                 #id " has more than COLLGEN_MAX_ROLES roles");
+#define ROLE_ENTRY(id, label, is_output, elem_bytes, use) \
+  {#id, label, is_output, elem_bytes, COLLGEN__ROLE_##use},
+#define SCALAR_ENTRY(id, type, check, dflt, doc) \
+  {#id, COLLGEN__SCALAR_##type, COLLGEN__CHECK_##check, dflt, doc},
+/* Per op: its roles, and its scalars behind a terminator (an op may have
+** none, and C has no empty arrays). */
+#define ROLE_TABLE(NAME, value, id, tpl, min_rank, computes, fp8)                          \
+  static const collgen__role_desc roles_##id[] = {COLLGEN_ROLES_##NAME(ROLE_ENTRY)};     \
+  _Static_assert(sizeof roles_##id / sizeof roles_##id[0] <= COLLGEN_MAX_ROLES,        \
+                 #id " has more than COLLGEN_MAX_ROLES roles");                        \
+  static const collgen__scalar_desc scalars_##id[] = {                                 \
+      COLLGEN_SCALARS_##NAME(SCALAR_ENTRY){NULL, 0, 0, 0, NULL}};                      \
+  _Static_assert(sizeof scalars_##id / sizeof scalars_##id[0] - 1 <= COLLGEN_MAX_SCALARS, \
+                 #id " has more than COLLGEN_MAX_SCALARS scalars");
 COLLGEN_OP_MAP(ROLE_TABLE)
 #undef ROLE_TABLE
+#undef SCALAR_ENTRY
 #undef ROLE_ENTRY
 
 static const collgen__op_desc ops[] = {
-#define OP_ENTRY(NAME, value, id, tpl, min_rank, computes)                                  \
-  {COLLGEN_OP_##NAME, #id, tpl, min_rank, computes,                                \
-   (int)(sizeof roles_##id / sizeof roles_##id[0]), roles_##id},
+#define OP_ENTRY(NAME, value, id, tpl, min_rank, computes, fp8)                          \
+  {COLLGEN_OP_##NAME, #id, tpl, min_rank, computes, fp8,                                \
+   (int)(sizeof roles_##id / sizeof roles_##id[0]), roles_##id,                         \
+   (int)(sizeof scalars_##id / sizeof scalars_##id[0]) - 1, scalars_##id},
     COLLGEN_OP_MAP(OP_ENTRY)
 #undef OP_ENTRY
 };
@@ -32,6 +43,12 @@ static const collgen__op_desc ops[] = {
 int collgen__role_find(const collgen__op_desc *d, const char *id) {
   for (int k = 0; d && id && k < d->nroles; ++k)
     if (strcmp(d->roles[k].id, id) == 0) return k;
+  return -1;
+}
+
+int collgen__scalar_find(const collgen__op_desc *d, const char *id) {
+  for (int k = 0; d && id && k < d->nscalars; ++k)
+    if (strcmp(d->scalars[k].id, id) == 0) return k;
   return -1;
 }
 

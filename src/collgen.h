@@ -118,29 +118,35 @@ COLLGEN_API void collgen_set_log_handler(collgen_log_fn fn, void *user);
 /* ---- Shapes and plans ------------------------------------------------- */
 
 /* The operations, described once:
-** XX(NAME, value, id, template, minimum tensor rank, computes).
+** XX(NAME, value, id, template, minimum tensor rank, computes, fp8).
 ** `id` is the name the CLI, the planner and the kernels use; `template` is
 ** the kernel family's file in templates/; `computes` is 1 for an op that
 ** computes on elements (it refuses a copy-only dtype) and 0 for one that
-** only moves bits (it takes every dtype). Each op's buffer roles are
-** COLLGEN_ROLES_<NAME> in src/catalog.h; what a plan of the op needs from
-** the runtime (which roles peers read or write, whether a group is a copy)
-** the planner says per plan (collgen_plan_t).
+** only moves bits (it takes every dtype); `fp8` is 1 for an op that can
+** write its normed output as float8 e4m3 (its `_fp8` entry points, the
+** scalar `fp8` of collgen_call_t). Each op's buffer roles and scalar
+** arguments are COLLGEN_ROLES_<NAME> and COLLGEN_SCALARS_<NAME> in
+** src/catalog.h (bindings read them as the catalog tables "op_role" and
+** "op_scalar"); what a plan of the op needs from the runtime (which roles
+** peers read or write, whether a group is a copy) the planner says per
+** plan (collgen_plan_t).
 ** The generator, the runtime and the docs read this list (docs/architecture.md
 ** says what to touch to add one). */
 #define COLLGEN_OP_MAP(XX)                                                     \
-  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1, 1)                \
-  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2, 1) \
+  XX(ALLREDUCE_SUM, 0, allreduce_sum, "allreduce.cu.tpl", 1, 1, 0)             \
+  XX(ALLGATHER_RMSNORM, 1, allgather_rmsnorm, "allgather_rmsnorm.cu.tpl", 2, 1, 0) \
   XX(ALLREDUCE_RESIDUAL_RMSNORM, 2, allreduce_residual_rmsnorm,                \
-     "allreduce_residual_rmsnorm.cu.tpl", 2, 1)                                \
-  XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1, 0)                     \
-  XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1, 1) \
-  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1, 0)                        \
+     "allreduce_residual_rmsnorm.cu.tpl", 2, 1, 1)                             \
+  XX(ALL_GATHER, 3, all_gather, "all_gather.cu.tpl", 1, 0, 0)                  \
+  XX(REDUCE_SCATTER_SUM, 4, reduce_scatter_sum, "reduce_scatter_sum.cu.tpl", 1, 1, 0) \
+  XX(BROADCAST, 5, broadcast, "broadcast.cu.tpl", 1, 0, 0)                     \
   XX(REDUCE_SCATTER_RMSNORM, 6, reduce_scatter_rmsnorm,                        \
-     "reduce_scatter_rmsnorm.cu.tpl", 2, 1)
+     "reduce_scatter_rmsnorm.cu.tpl", 2, 1, 1)                                 \
+  XX(SCATTER, 7, scatter, "scatter.cu.tpl", 1, 0, 0)
 
 typedef enum {
-#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank, computes) COLLGEN_OP_##NAME = value,
+#define COLLGEN_OP_ENUM_ENTRY(NAME, value, id, tpl, min_rank, computes, fp8) \
+  COLLGEN_OP_##NAME = value,
   COLLGEN_OP_MAP(COLLGEN_OP_ENUM_ENTRY)
 #undef COLLGEN_OP_ENUM_ENTRY
 } collgen_op_t;
@@ -189,7 +195,7 @@ typedef enum {
 /* The shape of one collective call, as the planner sees it, described once:
 ** X(C type, name, array bound, kind, lo, hi, default, "comment"), in the
 ** struct's (ABI) order. The struct below, collgen_shape_init's defaults and
-** both directions of the planner bridge (gen/lua_host.c: the shape pushed to
+** both directions of the planner bridge (gen/lua_bridge.c: the shape pushed to
 ** gen/planner.lua, a variant's shape read back) follow from these rows;
 ** python/tests/test_header.py expands them to check the package's struct.
 ** `kind` says how the field crosses into Lua:
@@ -681,6 +687,73 @@ COLLGEN_API int collgen_reduce_scatter_rmsnorm_fp8(
     float weight_offset, collgen_fp8_mode_t mode, float static_scale, int group_size,
     const collgen_stream_t *streams);
 
+/* scatter: `root` is a group rank (0..group_size-1, the same for every
+** group); every rank of a group gives shapes[d] = the root's input shape
+** [N, ...] (the same on every rank; tensor rank >= 1). Group rank i gets
+** rows [start_i, start_i + count_i) of the root's input in outputs[d], of
+** shape [count_i, ...], bit for bit, with count_i and start_i those of
+** collgen_scatter_chunk (the first N % G ranks get one more row; a rank
+** past N gets none, and its output may then be NULL). Takes every dtype,
+** copy-only ones included. Non-root inputs are not read (their entries may
+** be NULL). The root's output may sit inside its input exactly at its own
+** chunk (in place: nothing is moved for it); any other overlap is
+** COLLGEN_ERR_INVALID_ARG. A root outside 0..group_size-1 is
+** COLLGEN_ERR_INVALID_ARG before anything is launched. A group of one is a
+** copy. Zero elements: success, no launch. */
+COLLGEN_API int collgen_scatter(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                const int64_t *const *shapes, const void *const *inputs,
+                                void *const *outputs, int root, int group_size,
+                                const collgen_stream_t *streams);
+
+/* ---- Any op: the op-neutral call ------------------------------------- */
+
+/* The most buffer roles and scalar arguments an op has. */
+#define COLLGEN_MAX_ROLES 8
+#define COLLGEN_MAX_SCALARS 4
+
+/* One call of any op of COLLGEN_OP_MAP, for collgen_run and
+** collgen_rank_run; every op's entry point above is such a call. Roles and
+** scalars are numbered in the op's catalog order: COLLGEN_ROLES_<NAME> and
+** COLLGEN_SCALARS_<NAME> of src/catalog.h, which bindings read as the
+** catalog tables "op_role" and "op_scalar" and docs/api.md lists.
+**   op, dtype, tensor_rank, group_size: as the entry points take them.
+**   shapes: every rank's shape (tensor_rank dims each), in both functions.
+**   buffers[k] (collgen_run): rank d's buffer of role k is buffers[k][d];
+**     NULL leaves out an optional role (or one the FP8 mode does not write).
+**   mine[k] (collgen_rank_run): this rank's buffer of role k, or NULL.
+**   scalars[j]: scalar j of the op (an integer scalar, such as broadcast's
+**     root, must hold an integer; the FP8 mode holds a collgen_fp8_mode_t);
+**     unused entries are ignored. Zero-initialize the struct: a scalar
+**     left at 0 is 0 (e.g. COLLGEN_FP8_NONE, normed in the dtype).
+**   streams[d] (collgen_run) / stream (collgen_rank_run): as the entry
+**     points take them. */
+typedef struct collgen_call {
+  collgen_op_t op;
+  collgen_dtype_t dtype;
+  int tensor_rank;
+  int group_size;
+  const int64_t *const *shapes;
+  const void *const *buffers[COLLGEN_MAX_ROLES];
+  const void *mine[COLLGEN_MAX_ROLES];
+  double scalars[COLLGEN_MAX_SCALARS];
+  const collgen_stream_t *streams;
+  collgen_stream_t stream;
+} collgen_call_t;
+
+/* Runs `call` on a communicator of collgen_comm_create: the op's entry
+** point with these arguments, with the same checks, errors and bits (every
+** argument is checked, every kernel loaded on every rank before anything
+** is launched; a refused call writes nothing). A scalar that is not a
+** value its op takes (a root that is no group rank, an eps that is NaN, a
+** fractional integer) is COLLGEN_ERR_INVALID_ARG naming it. */
+COLLGEN_API int collgen_run(collgen_comm_t *comm, const collgen_call_t *call);
+
+/* Runs `call` on a communicator of collgen_comm_init_rank: this rank's part
+** (mine[], stream), as the op's collgen_rank_* entry point does, with the
+** same checks, errors and cut into pieces of a call larger than the
+** staging area where the op allows it. */
+COLLGEN_API int collgen_rank_run(collgen_comm_t *comm, const collgen_call_t *call);
+
 /* ---- One process per GPU: the unique id ------------------------------ */
 
 /* Bytes of a unique id, and characters of its text form (lower-case hex,
@@ -813,6 +886,22 @@ COLLGEN_API int collgen_rank_allreduce_residual_rmsnorm_fp8(
 COLLGEN_API int collgen_rank_broadcast(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
                                        const int64_t *shape, const void *input, void *output,
                                        int root, int group_size, collgen_stream_t stream);
+
+/* scatter on a communicator of collgen_comm_init_rank: this rank gives its
+** input (read on the root only; may be NULL elsewhere), output and
+** stream; `shape` is the root's input shape, the same on every rank of
+** the group. Same semantics, checks, error codes and bits as
+** collgen_scatter. On the P2P path the root's input is copied into its
+** staging area, so it must fit half of it (else COLLGEN_ERR_INVALID_ARG
+** naming staging_bytes): a call is never cut, since pieces would change
+** every rank's chunk. Where the root's input lies in a registered buffer
+** it is read in place instead, and then every rank must pass its input at
+** the same offset of its registration (the symmetric contract; a NULL
+** input of a non-root rank then reads the root's staging area, which
+** holds nothing). A group routed to NCCL stages nothing. */
+COLLGEN_API int collgen_rank_scatter(collgen_comm_t *comm, collgen_dtype_t dtype, int rank,
+                                     const int64_t *shape, const void *input, void *output,
+                                     int root, int group_size, collgen_stream_t stream);
 
 /* all_gather on a communicator of collgen_comm_init_rank: this rank gives
 ** its shard, output and stream; `shard_shapes` holds every rank's shard

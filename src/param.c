@@ -44,7 +44,7 @@ static int64_t env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
 
 static void read_params(void) {
   /* Only the path: whether it is a template tree is checked, with a clear
-  ** error, each time a generator reads its files (lua_host.c). */
+  ** error, each time a generator reads its files (lua_snapshot.c). */
   const char *t = getenv("COLLGEN_TEMPLATE_DIR");
   template_dir = (t && *t) ? t : NULL;
   dump_source = (int)env_int("COLLGEN_DUMP_SOURCE", 0, 1, 0);

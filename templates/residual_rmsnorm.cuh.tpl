@@ -14,8 +14,8 @@
 // static_scale) with y the f32 value above before its rounding
 // (templates/rmsnorm.cuh.tpl).
 % end
-% -- reduce_scatter_rmsnorm's residual_in is optional (NULL: none)
-% local optional_residual = spec.op == "reduce_scatter_rmsnorm"
+% -- residual_in may be left out (NULL: none) where the op's catalog says so
+% local optional_residual = optional.residual_in == true
 % include("common.cuh.tpl")
 % include("signal.cuh.tpl")
 % include("rmsnorm.cuh.tpl")

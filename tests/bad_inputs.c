@@ -8,6 +8,7 @@
 */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bad_inputs.h"
@@ -209,9 +210,9 @@ static void rmsnorm_cases(bad_env *e) {
   CASE("eps NaN", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, nan, 0, 0));
   CASE("eps -1", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, -1.0f, 0, 0));
   CASE("eps inf", COLLGEN_ERR_INVALID_ARG, "eps must be finite", ag(e, BF, 2, sh, sh, AG_OK, inf, 0, 0));
-  CASE("weight_offset inf", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+  CASE("weight_offset inf", COLLGEN_ERR_INVALID_ARG, "weight_offset must be a finite number",
        ag(e, BF, 2, sh, sh, AG_OK, 1e-6f, -inf, 0));
-  CASE("weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+  CASE("weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset must be a finite number",
        ag(e, BF, 2, sh, sh, AG_OK, 1e-6f, nan, 0));
   CASE("shard shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
        collgen_allgather_rmsnorm(e->c, BF, 2, NULL, in, nrm, res, gam, 1e-6f, 0, 0, s));
@@ -298,7 +299,7 @@ static void residual_rmsnorm_cases(bad_env *e) {
        rr(e, BF, 2, sh, sh, RR_OK, -1e-6f, 0, 0));
   CASE("residual op eps inf", COLLGEN_ERR_INVALID_ARG, "eps must be finite",
        rr(e, BF, 2, sh, sh, RR_OK, inf, 0, 0));
-  CASE("residual op weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset finite",
+  CASE("residual op weight_offset NaN", COLLGEN_ERR_INVALID_ARG, "weight_offset must be a finite number",
        rr(e, BF, 2, sh, sh, RR_OK, 1e-6f, nan, 0));
   CASE("residual op shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
        collgen_allreduce_residual_rmsnorm(e->c, BF, 2, NULL, x, ri, nrm, ro, gam, 1e-6f, 0, 0, s));
@@ -443,65 +444,118 @@ static void residual_rmsnorm_fp8_cases(bad_env *e) {
 #undef RQ_OK
 }
 
-/* broadcast with per-rank shapes and buffers. */
-static int bc(bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0, const int64_t *s1,
-              const void *in0, const void *in1, void *out0, void *out1, int root, int group) {
+/* An op of one input, one output and a root per rank (broadcast,
+** scatter), with per-rank shapes and buffers. */
+typedef int (*rooted_op)(collgen_comm_t *, collgen_dtype_t, int, const int64_t *const *,
+                         const void *const *, void *const *, int, int, const collgen_stream_t *);
+static int rooted(rooted_op fn, bad_env *e, collgen_dtype_t dt, int rank, const int64_t *s0,
+                  const int64_t *s1, const void *in0, const void *in1, void *out0, void *out1,
+                  int root, int group) {
   const int64_t *shapes[2] = {s0, s1};
   const void *in[2] = {in0, in1};
   void *out[2] = {out0, out1};
-  return collgen_broadcast(e->c, dt, rank, shapes, in, out, root, group, e->streams);
+  return fn(e->c, dt, rank, shapes, in, out, root, group, e->streams);
 }
 
-static void broadcast_cases(bad_env *e) {
+/* What broadcast and scatter refuse alike (both take [1000] bf16 on every
+** rank here; the root's input alone is read, a non-root input may be
+** NULL): the root, the arrays, the shapes, NULL and misaligned buffers. */
+static void rooted_cases(bad_env *e, rooted_op fn, const char *op) {
   const collgen_dtype_t BF = COLLGEN_DTYPE_BF16, F64 = COLLGEN_DTYPE_F64;
   int64_t n[1] = {1000}, m[1] = {999}, negd[1] = {-4}, big[1] = {COLLGEN_MAX_ELEMS + 1};
+  int64_t two[2] = {10, 100}, two_t[2] = {100, 10}, zero[1] = {0};
   const int64_t *shapes[2] = {n, n};
   const void *in[2] = {IN(0), IN(1)};
   void *out[2] = {OUT(0), OUT(1)};
   collgen_stream_t *s = e->streams;
-  CASE_TLS("broadcast comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
-           collgen_broadcast(NULL, BF, 1, shapes, in, out, 0, 0, s));
-  CASE("broadcast root -1", COLLGEN_ERR_INVALID_ARG, "root -1 is not a group rank (0..1)",
-       bc(e, BF, 1, n, n, AR_OK_BUFS, -1, 0));
-  CASE("broadcast root 2 of 2", COLLGEN_ERR_INVALID_ARG, "root 2 is not a group rank (0..1)",
-       bc(e, BF, 1, n, n, AR_OK_BUFS, 2, 0));
-  CASE("broadcast root 1, groups of one", COLLGEN_ERR_INVALID_ARG,
-       "root 1 is not a group rank (0..0)", bc(e, BF, 1, n, n, AR_OK_BUFS, 1, 1));
-  CASE("broadcast root 5, zero elements", COLLGEN_ERR_INVALID_ARG, "root 5 is not a group rank",
-       bc(e, BF, 1, (int64_t[1]){0}, (int64_t[1]){0}, AR_OK_BUFS, 5, 0));
-  CASE("broadcast dtype 9", COLLGEN_ERR_INVALID_ARG, "unknown dtype 9",
-       bc(e, (collgen_dtype_t)9, 1, n, n, AR_OK_BUFS, 0, 0));
-  CASE("broadcast tensor rank 0", COLLGEN_ERR_INVALID_ARG, "tensor rank 1..8",
-       bc(e, BF, 0, n, n, AR_OK_BUFS, 0, 0));
-  CASE("broadcast shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
-       collgen_broadcast(e->c, BF, 1, NULL, in, out, 0, 0, s));
-  CASE("broadcast streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
-       collgen_broadcast(e->c, BF, 1, shapes, in, out, 0, 0, NULL));
-  CASE("broadcast inputs NULL", COLLGEN_ERR_INVALID_ARG, "input array",
-       collgen_broadcast(e->c, BF, 1, shapes, NULL, out, 0, 0, s));
-  CASE("broadcast outputs NULL", COLLGEN_ERR_INVALID_ARG, "output array",
-       collgen_broadcast(e->c, BF, 1, shapes, in, NULL, 0, 0, s));
-  CASE("broadcast shapes differ", COLLGEN_ERR_INVALID_ARG, "shapes differ",
-       bc(e, BF, 1, n, m, AR_OK_BUFS, 0, 0));
-  CASE("broadcast negative dimension", COLLGEN_ERR_INVALID_ARG, "negative dimension",
-       bc(e, BF, 1, negd, negd, AR_OK_BUFS, 0, 0));
-  CASE("broadcast 2^40 + 1 elements", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
-       bc(e, BF, 1, big, big, AR_OK_BUFS, 0, 0));
-  CASE("broadcast group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
-       bc(e, BF, 1, n, n, AR_OK_BUFS, 0, 3));
-  CASE("broadcast root's input NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 1 is NULL",
-       bc(e, BF, 1, n, n, IN(0), NULL, OUT(0), OUT(1), 1, 0));
-  CASE("broadcast output of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "output of rank 0 is NULL",
-       bc(e, BF, 1, n, n, NULL, IN(1), NULL, OUT(1), 1, 0));
-  CASE("broadcast f64 output at +4 bytes", COLLGEN_ERR_ALIGNMENT, "not aligned to its 8-byte",
-       bc(e, F64, 1, n, n, IN(0), IN(1), AT(OUT(0), 4), OUT(1), 0, 0));
-  CASE("broadcast f64 root input at +4 bytes", COLLGEN_ERR_ALIGNMENT, "input of rank 0",
-       bc(e, F64, 1, n, n, AT(IN(0), 4), NULL, OUT(0), OUT(1), 0, 0));
-  CASE("broadcast root's output 16 bytes into its input", COLLGEN_ERR_INVALID_ARG,
+  char what[96];
+#define R(...) rooted(fn, __VA_ARGS__)
+#define RCASE(how, label, code, frag, call)                                    \
+  do {                                                                         \
+    snprintf(what, sizeof what, "%s %s", op, label);                           \
+    how(what, code, frag, call);                                               \
+  } while (0)
+  RCASE(CASE_TLS, "comm NULL", COLLGEN_ERR_INVALID_ARG, "comm is NULL",
+        fn(NULL, BF, 1, shapes, in, out, 0, 0, s));
+  RCASE(CASE, "root -1", COLLGEN_ERR_INVALID_ARG, "root -1 is not a group rank (0..1)",
+        R(e, BF, 1, n, n, AR_OK_BUFS, -1, 0));
+  RCASE(CASE, "root 2 of 2", COLLGEN_ERR_INVALID_ARG, "root 2 is not a group rank (0..1)",
+        R(e, BF, 1, n, n, AR_OK_BUFS, 2, 0));
+  RCASE(CASE, "root 1, groups of one", COLLGEN_ERR_INVALID_ARG,
+        "root 1 is not a group rank (0..0)", R(e, BF, 1, n, n, AR_OK_BUFS, 1, 1));
+  RCASE(CASE, "root 5, zero elements", COLLGEN_ERR_INVALID_ARG, "root 5 is not a group rank",
+        R(e, BF, 1, zero, zero, AR_OK_BUFS, 5, 0));
+  RCASE(CASE, "dtype 9", COLLGEN_ERR_INVALID_ARG, "unknown dtype 9",
+        R(e, (collgen_dtype_t)9, 1, n, n, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "tensor rank 0", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 1..8, got 0",
+        R(e, BF, 0, n, n, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "tensor rank 9", COLLGEN_ERR_INVALID_ARG, "needs tensor rank 1..8, got 9",
+        R(e, BF, 9, n, n, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "shapes NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+        fn(e->c, BF, 1, NULL, in, out, 0, 0, s));
+  RCASE(CASE, "streams NULL", COLLGEN_ERR_INVALID_ARG, "shapes and streams",
+        fn(e->c, BF, 1, shapes, in, out, 0, 0, NULL));
+  RCASE(CASE, "inputs NULL", COLLGEN_ERR_INVALID_ARG, "input array",
+        fn(e->c, BF, 1, shapes, NULL, out, 0, 0, s));
+  RCASE(CASE, "outputs NULL", COLLGEN_ERR_INVALID_ARG, "output array",
+        fn(e->c, BF, 1, shapes, in, NULL, 0, 0, s));
+  RCASE(CASE, "shapes differ", COLLGEN_ERR_INVALID_ARG,
+        "shapes differ in dimension 0 (1000 vs 999)", R(e, BF, 1, n, m, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "same count, other dims", COLLGEN_ERR_INVALID_ARG, "shapes differ",
+        R(e, BF, 2, two, two_t, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "negative dimension", COLLGEN_ERR_INVALID_ARG, "negative dimension",
+        R(e, BF, 1, negd, negd, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "2^40 + 1 elements", COLLGEN_ERR_INVALID_ARG, "COLLGEN_MAX_ELEMS",
+        R(e, BF, 1, big, big, AR_OK_BUFS, 0, 0));
+  RCASE(CASE, "group_size 3", COLLGEN_ERR_INVALID_ARG, "group_size 3 does not divide",
+        R(e, BF, 1, n, n, AR_OK_BUFS, 0, 3));
+  RCASE(CASE, "root's input NULL", COLLGEN_ERR_INVALID_ARG, "input of rank 1 is NULL",
+        R(e, BF, 1, n, n, IN(0), NULL, OUT(0), OUT(1), 1, 0));
+  RCASE(CASE, "output of rank 0 NULL", COLLGEN_ERR_INVALID_ARG, "output of rank 0 is NULL",
+        R(e, BF, 1, n, n, NULL, IN(1), NULL, OUT(1), 1, 0));
+  RCASE(CASE, "f64 output at +4 bytes", COLLGEN_ERR_ALIGNMENT, "not aligned to its 8-byte",
+        R(e, F64, 1, n, n, IN(0), IN(1), AT(OUT(0), 4), OUT(1), 0, 0));
+  RCASE(CASE, "f64 root input at +4 bytes", COLLGEN_ERR_ALIGNMENT, "input of rank 0",
+        R(e, F64, 1, n, n, AT(IN(0), 4), NULL, OUT(0), OUT(1), 0, 0));
+  RCASE(CASE, "root's output 16 bytes into its input", COLLGEN_ERR_INVALID_ARG,
+        "only exact in-place is allowed",
+        R(e, BF, 1, n, n, IN(0), NULL, AT(IN(0), 16), OUT(1), 0, 0));
+  RCASE(CASE, "groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
+        "partially overlaps", R(e, BF, 1, n, n, IN(0), IN(1), OUT(0), AT(IN(1), 2), 0, 1));
+#undef RCASE
+#undef R
+}
+
+static void broadcast_cases(bad_env *e) { rooted_cases(e, collgen_broadcast, "broadcast"); }
+
+/* scatter of [1000] bf16 (chunks of 500 rows: rank 1's starts 1000 bytes
+** into the root's input), [999] (500 and 499) and [3] (2 and 1): the root's
+** output may sit in its input exactly at its own chunk, nowhere else; every
+** rank with a chunk needs an output; any dtype gets that far. */
+#define sc(...) rooted(collgen_scatter, __VA_ARGS__)
+
+static void scatter_cases(bad_env *e) {
+  const collgen_dtype_t BF = COLLGEN_DTYPE_BF16;
+  int64_t n[1] = {1000}, odd[1] = {999}, three[1] = {3};
+  rooted_cases(e, collgen_scatter, "scatter");
+  CASE("scatter root 1's output at chunk 0 of its input", COLLGEN_ERR_INVALID_ARG,
+       "is the same buffer as", sc(e, BF, 1, n, n, NULL, IN(1), OUT(0), IN(1), 1, 0));
+  CASE("scatter root 0's output at rank 1's chunk", COLLGEN_ERR_INVALID_ARG,
        "only exact in-place is allowed",
-       bc(e, BF, 1, n, n, IN(0), NULL, AT(IN(0), 16), OUT(1), 0, 0));
-  CASE("broadcast groups of one: overlap still refused", COLLGEN_ERR_INVALID_ARG,
-       "partially overlaps", bc(e, BF, 1, n, n, IN(0), IN(1), OUT(0), AT(IN(1), 2), 0, 1));
+       sc(e, BF, 1, n, n, IN(0), NULL, AT(IN(0), 1000), OUT(1), 0, 0));
+  CASE("scatter root 1's output an element past its chunk", COLLGEN_ERR_INVALID_ARG,
+       "partially overlaps", sc(e, BF, 1, n, n, NULL, IN(1), OUT(0), AT(IN(1), 1002), 1, 0));
+  CASE("scatter [999]: root 1's output at 499 rows, not its start of 500", COLLGEN_ERR_INVALID_ARG,
+       "only exact in-place is allowed",
+       sc(e, BF, 1, odd, odd, NULL, IN(1), OUT(0), AT(IN(1), 998), 1, 0));
+  CASE("scatter i64 (copy-only) gets to the buffer checks", COLLGEN_ERR_INVALID_ARG,
+       "output of rank 0 is NULL",
+       sc(e, COLLGEN_DTYPE_I64, 1, n, n, IN(0), NULL, NULL, OUT(1), 0, 0));
+  CASE("scatter [3] u8: the one-row chunk needs its output", COLLGEN_ERR_INVALID_ARG,
+       "output of rank 1 is NULL",
+       sc(e, COLLGEN_DTYPE_U8, 1, three, three, IN(0), NULL, OUT(0), NULL, 0, 0));
+  CASE("scatter non-root bf16 output at an odd byte", COLLGEN_ERR_ALIGNMENT,
+       "output of rank 1 (", sc(e, BF, 1, n, n, IN(0), NULL, OUT(0), AT(OUT(1), 1), 0, 0));
 }
 
 /* all_gather: shards of both ranks and their outputs. */
@@ -671,6 +725,7 @@ int bad_inputs_run(bad_env *e, int ndevices) {
   residual_rmsnorm_cases(e);
   residual_rmsnorm_fp8_cases(e);
   broadcast_cases(e);
+  scatter_cases(e);
   all_gather_cases(e);
   reduce_scatter_cases(e);
   reduce_scatter_rmsnorm_cases(e);

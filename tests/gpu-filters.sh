@@ -3,6 +3,8 @@
 # then (unless --no-python) the Python GPU tests: a short GPU pass for a
 # tight device budget (../shared/device/README.md), e.g. after new ops.
 # Usage: bash tests/gpu-filters.sh [--no-python] SECONDS:FILTER...
+# e.g. scatter alone (its suite, then its one-process-per-GPU rounds):
+#   bash tests/gpu-filters.sh --no-python 120:'scatter/*' 180:'rank/scatter_*'
 set -u
 cd "$(dirname "$0")/.."
 . tests/gpu-env.sh

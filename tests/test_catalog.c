@@ -202,10 +202,12 @@ Test(catalog, binding_catalog_matches_the_header) {
   static const struct row dtype[] = {COLLGEN_DTYPE_MAP(DTYPE_ROW)};
 #define DTYPE_REDUCES_ROW(NAME, value, id, bytes, ctype, acc, sm) {#id, value, (acc) != NULL},
   static const struct row dtype_reduces[] = {COLLGEN_DTYPE_MAP(DTYPE_REDUCES_ROW)};
-#define OP_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, min_rank},
+#define OP_ROW(NAME, value, id, tpl, min_rank, computes, fp8) {#id, value, min_rank},
   static const struct row op[] = {COLLGEN_OP_MAP(OP_ROW)};
-#define OP_COMPUTES_ROW(NAME, value, id, tpl, min_rank, computes) {#id, value, computes},
+#define OP_COMPUTES_ROW(NAME, value, id, tpl, min_rank, computes, fp8) {#id, value, computes},
   static const struct row op_computes[] = {COLLGEN_OP_MAP(OP_COMPUTES_ROW)};
+#define OP_FP8_ROW(NAME, value, id, tpl, min_rank, computes, fp8) {#id, value, fp8},
+  static const struct row op_fp8[] = {COLLGEN_OP_MAP(OP_FP8_ROW)};
 #define FP8_ROW(NAME, value, id, sm) {#id, value, sm},
   static const struct row fp8[] = {COLLGEN_FP8_MAP(FP8_ROW)};
 #define NAMED_ROW(NAME, value, id) {#id, value, 0},
@@ -217,6 +219,7 @@ Test(catalog, binding_catalog_matches_the_header) {
       {"dtype_reduces", dtype_reduces, sizeof dtype_reduces / sizeof *dtype_reduces},
       {"op", op, sizeof op / sizeof *op},
       {"op_computes", op_computes, sizeof op_computes / sizeof *op_computes},
+      {"op_fp8", op_fp8, sizeof op_fp8 / sizeof *op_fp8},
       {"fp8", fp8, sizeof fp8 / sizeof *fp8},
       {"transport", transport, sizeof transport / sizeof *transport},
       {"rank_state", rank_state, sizeof rank_state / sizeof *rank_state}};
@@ -238,7 +241,8 @@ Test(catalog, binding_catalog_matches_the_header) {
       {"collgen_comm_options_t", sizeof(collgen_comm_options_t)},
       {"collgen_comm_info_t", sizeof(collgen_comm_info_t)},
       {"collgen_comm_health_t", sizeof(collgen_comm_health_t)},
-      {"collgen_unique_id_t", sizeof(collgen_unique_id_t)}};
+      {"collgen_unique_id_t", sizeof(collgen_unique_id_t)},
+      {"collgen_call_t", sizeof(collgen_call_t)}};
   int n = collgen_catalog_count("struct");
   cr_assert_eq(n, (int)(sizeof structs / sizeof *structs));
   for (int i = 0; i < n; ++i) {
@@ -272,4 +276,57 @@ Test(catalog, binding_catalog_matches_the_header) {
   cr_expect(strstr(collgen_last_error(), "outside 0.."), "%s", collgen_last_error());
   cr_expect_str_eq(name, "untouched");
   cr_expect_eq(value, 7);
+}
+
+/* The op_role and op_scalar tables: every op's roles and scalars in its
+** order, with the facts a binding needs (a few rows checked by hand: an
+** optional role, an FP8 role, a scalar's check and default). */
+Test(catalog, binding_tables_of_roles_and_scalars) {
+  int roles = 0, scalars = 0;
+  for (int i = 0; i < collgen__op_count(); ++i) {
+    roles += collgen__op_at(i)->nroles;
+    scalars += collgen__op_at(i)->nscalars;
+  }
+  cr_assert_eq(collgen_catalog_count("op_role"), roles);
+  cr_assert_eq(collgen_catalog_count("op_scalar"), scalars);
+  cr_assert_eq(collgen_catalog_count("op_scalar_default"), scalars);
+  int seen_optional = 0, seen_row_scales = 0, seen_root = 0, seen_eps = 0;
+  for (int i = 0; i < roles; ++i) {
+    const char *name;
+    int64_t op, detail;
+    cr_assert_eq(collgen_catalog_entry("op_role", i, &name, &op, &detail), COLLGEN_OK);
+    const int use = (int)(detail >> 1 & 7), out = (int)(detail & 1), bytes = (int)(detail >> 8);
+    if (strcmp(name, "residual_in") == 0) {
+      cr_expect_eq(use, op == COLLGEN_OP_REDUCE_SCATTER_RMSNORM ? 1 : 0, "op %lld", (long long)op);
+      seen_optional += use == 1;
+    }
+    if (strcmp(name, "row_scales") == 0) {
+      cr_expect(out && bytes == 4 && use == 4, "row_scales of op %lld", (long long)op);
+      seen_row_scales++;
+    }
+  }
+  for (int i = 0; i < scalars; ++i) {
+    const char *name, *dname;
+    int64_t op, detail, dop, bits;
+    cr_assert_eq(collgen_catalog_entry("op_scalar", i, &name, &op, &detail), COLLGEN_OK);
+    cr_assert_eq(collgen_catalog_entry("op_scalar_default", i, &dname, &dop, &bits), COLLGEN_OK);
+    cr_expect_str_eq(name, dname);
+    cr_expect_eq(op, dop);
+    double dflt;
+    memcpy(&dflt, &bits, sizeof dflt);
+    if (strcmp(name, "root") == 0) {
+      cr_expect_eq(detail, 0 | 0 << 4, "root: an integer checked as a group rank");
+      cr_expect_eq(dflt, 0.0);
+      seen_root++;
+    }
+    if (strcmp(name, "eps") == 0) {
+      cr_expect_eq(detail, 1 | 1 << 4, "eps: a float checked as an eps");
+      cr_expect_eq(dflt, 1e-6);
+      seen_eps++;
+    }
+  }
+  cr_expect_eq(seen_optional, 1);
+  cr_expect_eq(seen_row_scales, 2);
+  cr_expect_eq(seen_root, 2); /* broadcast and scatter */
+  cr_expect_eq(seen_eps, 3);
 }

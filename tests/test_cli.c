@@ -1,7 +1,7 @@
 /*
 ** test_cli.c -- the collgen command-line tool: help and usage errors, exit
-** codes, golden `gen` output, compile/pregen through a cache, and the
-** cache subcommands.
+** codes, golden `gen` output, compile/pregen through a cache, the cache
+** subcommands, and the demo's hook table.
 */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -12,6 +12,10 @@
 
 #include "catalog.h"
 #include "test_util.h"
+/* The demo's hook entries, compiled in (the CLI is not a library), as
+** tests/fuzz/fuzz_cli_args.c does with cli_common.c. */
+#include "cli/demo_data.c"
+#include "cli/demo_ops.c"
 
 static char dir[4096];
 static void setup(void) {
@@ -294,6 +298,8 @@ Test(cli, gen_matches_golden_sources) {
                 "reduce_scatter_sum_bf16_g4_v8.cu");
   expect_golden("gen reduce_scatter_rmsnorm --ngpus 4 --rows 3 --cols 4096 --no-line-directives",
                 "reduce_scatter_rmsnorm_bf16_g4_c4096.cu");
+  expect_golden("gen scatter --dtype f32 --ngpus 4 --elems 1000 --no-line-directives",
+                "scatter_b4_g4.cu");
 }
 
 Test(cli, compile_reports_miss_then_hit) {
@@ -497,6 +503,7 @@ Test(cli, info_and_demo_without_gpu) {
             "%s", out);
   cr_expect(strstr(out, "collgen_broadcast_b2_g2_v8"), "%s", out);
   cr_expect(strstr(out, "collgen_reduce_scatter_rmsnorm_bf16_g2_c8192_v8_u2"), "%s", out);
+  cr_expect(strstr(out, "collgen_scatter_b2_g2"), "%s", out);
   cr_expect(strstr(out, all_demo_kernels), "%s", out);
   free(out);
   /* one process per rank: the GPUs are counted in a child, which finds none */
@@ -505,6 +512,24 @@ Test(cli, info_and_demo_without_gpu) {
   cr_expect(strstr(out, "no GPU found"), "%s", out);
   cr_expect(strstr(out, all_demo_kernels), "%s", out);
   free(out);
+}
+
+/* Every op of the catalog has a demo hook entry (src/cli/demo_ops.c) with
+** every hook: one case each, and the FP8 output of the fused residual op
+** (the kernels demo_kernels counts). */
+Test(cli, every_catalog_op_has_a_demo_hook) {
+  char why[256] = "";
+  cr_assert_eq(demo_ops_check(why, sizeof why), 0, "%s", why);
+  int cases = 0;
+  for (int i = 0; i < collgen__op_count(); ++i) {
+    const collgen__op_desc *op = collgen__op_at(i);
+    const demo_op *e = demo_op_of(op->op);
+    cr_assert(e != NULL, "op %s has no demo hook entry", op->name);
+    cr_expect_geq(demo_case_count(e), 1, "op %s has no demo case", op->name);
+    cases += demo_case_count(e);
+  }
+  cr_expect_eq(cases, collgen__op_count() + 1, "%d demo cases", cases);
+  cr_expect_null(demo_op_of((collgen_op_t)-1));
 }
 
 /* The demo without a GPU says what really happened to each kernel: without

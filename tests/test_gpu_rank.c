@@ -11,8 +11,11 @@
 ** before each call; in place and out of place; sizes from 1 element to
 ** calls cut into pieces by the staging area; CUDA-graph replay with new
 ** data; registered inputs (collgen_register_buffer) against staged ones,
-** and the FP8 per-rank call. A child reports failures through shared
-** memory.
+** and the FP8 per-rank call; scatter (the op) from every root with uneven
+** and empty chunks, NULL inputs and outputs, in place at the root, staged
+** unaligned pointers and graph replay, its input and the poison around
+** its chunk checked untouched (alone: rank/scatter_*). A child reports
+** failures through shared memory.
 **
 ** The same rounds run over NCCL (docs/multinode.md): COLLGEN_TRANSPORT=nccl
 ** on this host, and two simulated hosts (a fake host id per rank, NCCL's
@@ -299,8 +302,10 @@ static void fp8_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t col
 
 /* Bytes of the largest buffer: the gathered output of 64 + rank rows of
 ** 8192 f32 from each of 8 ranks (540 rows; rank_child's gather shapes),
-** past the largest allreduce (3 * 2^20 + 5 f32). */
-#define RANK_CAP ((size_t)(8 * 64 + 28) * 8192 * 4)
+** past the largest allreduce (3 * 2^20 + 5 f32), and all_gather's f64
+** shards of 64 + rank rows of 4099 (540 x 4099 x 8 bytes at 8 ranks: 12,960
+** bytes more than the first, which 8 processes hit). */
+#define RANK_CAP ((size_t)(8 * 64 + 28) * 8192 * 4 + ((size_t)1 << 20))
 
 /* One checked allgather_rmsnorm: rank r's shard has rows0 + r * step rows. */
 static void gather_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows0, int64_t step,
@@ -713,6 +718,168 @@ static void scatter_rounds(rank_ctx *x, uint64_t seed) {
   collgen__cu.cuGraphDestroy(g);
 }
 
+/* One checked scatter (the op) of a [rows, inner] tensor of dt from group
+** rank `root` of groups of `group` ranks (0 = all): fresh inputs on every
+** rank (seed; a kernel that read the wrong rank shows); the non-roots pass
+** NULL inputs when `null_in`, a rank with an empty chunk a NULL output
+** when `null_out`; the root's output sits in its input at its chunk when
+** `inplace`; `skew` elements are added to the input and output pointers
+** (unaligned: staged). The input buffer and the output buffer are poisoned
+** whole around their bodies (skew bytes before, 64 after); afterwards this
+** rank's chunk must equal collgen__ref_scatter of its root's input, the
+** poison stay everywhere else in the output buffer, and this rank's input
+** stay unchanged (the root's too, in place). With x->replay set the
+** captured call runs instead (captured with the same arguments). */
+static void scat_round(rank_ctx *x, collgen_dtype_t dt, int64_t rows, int64_t inner, int group,
+                       int root, int inplace, int null_in, int null_out, int skew,
+                       uint64_t seed) {
+  const int g = group ? group : x->nranks, gi = x->rank % g, base = x->rank - gi;
+  const int me_root = gi == root;
+  const size_t es = (size_t)collgen__dtype_bytes(dt), row = (size_t)inner * es;
+  const size_t in_bytes = (size_t)rows * row, sk = (size_t)skew * es;
+  int64_t start = 0, count = 0, shape[2] = {rows, inner};
+  collgen__scatter_chunk(rows, g, gi, &start, &count);
+  const size_t bytes = (size_t)count * row, in_all = sk + in_bytes + 64, out_all = sk + bytes + 64;
+  const int in_place = inplace && me_root;
+  RANK_CHECK(x->rep, x->rank, in_all <= RANK_CAP, "scatter of %zu bytes: past RANK_CAP", in_bytes);
+  make_inputs(dt, rows * inner, x->nranks, seed, x->host);
+  char *in = (char *)x->in + sk;
+  char *out = in_place ? in + (size_t)start * row : (char *)x->out + sk;
+  void *out_arg = null_out && count == 0 ? NULL : out;
+  const void *in_arg = null_in && !me_root ? NULL : in;
+  DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->in, 0xff, in_all) == COLLGEN_OK &&
+            (!in_bytes || collgen__dev_upload(x->c, x->rank, in, x->host[x->rank], in_bytes) ==
+             COLLGEN_OK) &&
+            (in_place || collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_all) == COLLGEN_OK),
+            "upload");
+  int rc = x->replay ? graph_replay(x)
+                     : collgen_rank_scatter(x->c, dt, 2, shape, in_arg, out_arg, root, group, x->s);
+  RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "scatter dtype %d [%lld, %lld] g%d root %d%s: %s",
+             (int)dt, (long long)rows, (long long)inner, g, root, x->replay ? " (graph)" : "",
+             collgen_comm_last_error(x->c));
+  rank_sync(x);
+  collgen__ref_scatter(dt, rows, inner, g, gi, x->host[base + root], x->want);
+  unsigned char *got = x->got;
+  const unsigned char *want = x->want, *mine = x->host[x->rank];
+  /* the input: unchanged, the poison around it untouched */
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, got, x->in, in_all) == COLLGEN_OK, "download");
+  for (size_t b = 0; b < in_all; ++b)
+    RANK_CHECK(x->rep, x->rank, got[b] == (b >= sk && b < sk + in_bytes ? mine[b - sk] : 0xff),
+               "scatter dtype %d [%lld, %lld] g%d root %d inplace %d skew %d graph %d: input "
+               "byte %lld of %zu changed", (int)dt, (long long)rows, (long long)inner, g, root,
+               inplace, skew, x->replay != NULL, (long long)b - (long long)sk, in_bytes);
+  /* the chunk (in place: where it sits in the input), the poison around it */
+  if (in_place) {
+    RANK_CHECK(x->rep, x->rank, !bytes || memcmp(got + sk + (size_t)start * row, want, bytes) == 0,
+               "scatter dtype %d [%lld, %lld] g%d root %d in place: the chunk differs", (int)dt,
+               (long long)rows, (long long)inner, g, root);
+    return;
+  }
+  const size_t body = out_arg ? bytes : 0;
+  DEV_CHECK(x, collgen__dev_download(x->c, x->rank, got, x->out, out_all) == COLLGEN_OK,
+            "download");
+  for (size_t b = 0; b < out_all; ++b)
+    RANK_CHECK(x->rep, x->rank, got[b] == (b >= sk && b < sk + body ? want[b - sk] : 0xff),
+               "scatter dtype %d [%lld, %lld] g%d root %d skew %d null %d%d graph %d: output "
+               "byte %lld of the %zu-byte chunk %s", (int)dt, (long long)rows, (long long)inner,
+               g, root, skew, null_in, null_out, x->replay != NULL, (long long)b - (long long)sk,
+               bytes, b >= sk && b < sk + body ? "differs" : "written (outside the chunk)");
+}
+
+/* scatter (the op): every root of the whole group with uneven chunks,
+** empty ones (N < G, N = 0) and NULL outputs for them, NULL non-root
+** inputs, in place at the root, several dtypes (copy-only ones too);
+** groups of one (a copy) and of half the ranks; unaligned pointers
+** (staged); an input of nearly half the staging area; two calls captured
+** in graphs and replayed on new data; last, on P2P, an input past half the
+** staging area (refused on every rank, nothing written). */
+static void scat_rounds(rank_ctx *x, uint64_t seed) {
+  static const collgen_dtype_t types[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32,
+                                          COLLGEN_DTYPE_U8,   COLLGEN_DTYPE_I64,
+                                          COLLGEN_DTYPE_I16,  COLLGEN_DTYPE_F64};
+  static const int64_t shapes[][2] = {{1, 8}, {7, 3}, {0, 16}, {64, 1000}, {301, 520}};
+  const int n = x->nranks;
+  uint64_t k = 0;
+  for (int root = 0; root < n; ++root)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i, ++k)
+      scat_round(x, types[k % 6], shapes[i][0], shapes[i][1], 0, root, (int)((k / 2) & 1),
+                 (int)(k & 1), (int)((k / 3) & 1), 0, seed + 17 * k);
+  for (int g = 1; g <= n / 2; g *= 2) {
+    if (g != 1 && g != n / 2) continue;
+    scat_round(x, COLLGEN_DTYPE_BF16, 7, 3, g, g - 1, 0, 1, 1, 0, seed + 300 + (uint64_t)g);
+    scat_round(x, COLLGEN_DTYPE_U8, 301, 520, g, 0, 1, 0, 0, 0, seed + 400 + (uint64_t)g);
+  }
+  scat_round(x, COLLGEN_DTYPE_U8, 301, 5, 0, n - 1, 0, 1, 0, 3, seed + 501);
+  scat_round(x, COLLGEN_DTYPE_BF16, 7, 3, 0, 0, 1, 0, 0, 1, seed + 502);
+  scat_round(x, COLLGEN_DTYPE_F32, 1024, 1000, 0, n - 1, 0, 1, 0, 0, seed + 503); /* 4 MB */
+  /* graphs: uneven chunks (301 rows), NULL non-root inputs, the last rank
+  ** the root; then in place at root 0 with an empty chunk (NULL output) on
+  ** 8 ranks (7 rows) */
+  static const struct {
+    collgen_dtype_t dt;
+    int64_t rows, inner;
+    int inplace, null_in, null_out;
+  } graphs[2] = {{COLLGEN_DTYPE_BF16, 301, 520, 0, 1, 0}, {COLLGEN_DTYPE_I64, 7, 3, 1, 0, 1}};
+  for (int gr = 0; gr < 2; ++gr) {
+    const int root = gr ? 0 : n - 1;
+    const int64_t rows = graphs[gr].rows, inner = graphs[gr].inner;
+    int64_t shape[2] = {rows, inner}, start = 0, count = 0;
+    collgen__scatter_chunk(rows, n, x->rank, &start, &count);
+    const size_t row = (size_t)inner * (size_t)collgen__dtype_bytes(graphs[gr].dt);
+    const int me_root = x->rank == root;
+    void *out = graphs[gr].inplace && me_root ? (char *)x->in + (size_t)start * row : x->out;
+    scat_round(x, graphs[gr].dt, rows, inner, 0, root, graphs[gr].inplace, graphs[gr].null_in,
+               graphs[gr].null_out, 0, seed + 600 + (uint64_t)gr); /* loads the kernel first */
+    CUgraph cg;
+    CUgraphExec ge;
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamBeginCapture((CUstream)x->s,
+               CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin capture");
+    int rc = collgen_rank_scatter(x->c, graphs[gr].dt, 2, shape,
+                                  graphs[gr].null_in && !me_root ? NULL : x->in,
+                                  graphs[gr].null_out && count == 0 ? NULL : out, root, 0, x->s);
+    RANK_CHECK(x->rep, x->rank, rc == COLLGEN_OK, "captured scatter: %s",
+               collgen_comm_last_error(x->c));
+    RANK_CHECK(x->rep, x->rank, collgen__cu.cuStreamEndCapture((CUstream)x->s, &cg) == CUDA_SUCCESS &&
+               collgen__cu.cuGraphInstantiate(&ge, cg, 0) == CUDA_SUCCESS, "instantiate");
+    x->replay = ge;
+    for (int i = 0; i < 3; ++i)
+      scat_round(x, graphs[gr].dt, rows, inner, 0, root, graphs[gr].inplace, graphs[gr].null_in,
+                 graphs[gr].null_out, 0, seed + 700 + 10 * (uint64_t)gr + (uint64_t)i);
+    x->replay = NULL;
+    collgen__cu.cuGraphExecDestroy(ge);
+    collgen__cu.cuGraphDestroy(cg);
+  }
+  if (route == ROUTE_AUTO) {
+    /* last: past half the staging area (8 MiB, rank_open), refused on
+    ** every rank (all compute the root's staging), nothing written */
+    int64_t big[2] = {1100, 1000};
+    const size_t out_all = (size_t)(big[0] * big[1]) * 4 / (size_t)n + 8192;
+    DEV_CHECK(x, collgen__dev_fill(x->c, x->rank, x->out, 0xff, out_all) == COLLGEN_OK, "poison");
+    int rc = collgen_rank_scatter(x->c, COLLGEN_DTYPE_F32, 2, big, x->in, x->out, 0, 0, x->s);
+    RANK_CHECK(x->rep, x->rank, rc == COLLGEN_ERR_INVALID_ARG &&
+               strstr(collgen_comm_last_error(x->c), "staging_bytes"),
+               "scatter past half the staging area: %s: %s", collgen_status_name(rc),
+               collgen_comm_last_error(x->c));
+    rank_sync(x);
+    DEV_CHECK(x, collgen__dev_download(x->c, x->rank, x->got, x->out, out_all) == COLLGEN_OK,
+              "download");
+    for (size_t b = 0; b < out_all; ++b)
+      RANK_CHECK(x->rep, x->rank, ((unsigned char *)x->got)[b] == 0xff,
+                 "refused scatter wrote output byte %zu", b);
+  }
+}
+
+/* Only the scatter rounds (rank_child runs them too): a short run of the
+** op on its own (rank/scatter_*). */
+static void scatter_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
+                          uint64_t seed) {
+  rank_ctx x;
+  rank_open(&x, rep, id, nranks, rank, 60000);
+  scat_rounds(&x, seed);
+  rank_close(&x);
+  _exit(0);
+}
+
 static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nranks, int rank,
                        uint64_t seed) {
   rank_ctx x;
@@ -750,6 +917,7 @@ static void rank_child(rank_report *rep, const collgen_unique_id_t *id, int nran
   graph_rounds(&x, seed);
   bcast_rounds(&x, seed + 7777);
   scatter_rounds(&x, seed + 5000);
+  scat_rounds(&x, seed + 9000);
   rank_close(&x);
   _exit(0);
 }
@@ -922,18 +1090,33 @@ static void nccl_unavailable(char *why, size_t n) {
 
 /* Every round of the two-process test on the NCCL path (auto picking P2P
 ** is checked by the tests above: rank_open asserts the route). */
-static void run_nccl(route_mode m) {
+static void run_nccl_with(route_mode m, rank_child_fn child) {
   char why[512];
   nccl_unavailable(why, sizeof why);
   if (why[0]) cr_skip_test("NCCL path not tested: %s", why);
   route = m;
-  run_ranks(2, rank_child);
+  run_ranks(2, child);
 }
+
+static void run_nccl(route_mode m) { run_nccl_with(m, rank_child); }
 
 Test(rank, two_processes_over_nccl_every_op_and_graph, .timeout = 900) { run_nccl(ROUTE_NCCL); }
 
 Test(rank, two_simulated_hosts_over_nccl_sockets_every_op_and_graph, .timeout = 900) {
   run_nccl(ROUTE_TWO_HOSTS);
+}
+
+/* The scatter rounds alone (rank_child runs them among the others): 2 and
+** 4 processes on P2P, then 2 over NCCL on this host and as two simulated
+** hosts (skipped, saying why, without NCCL). */
+Test(rank, scatter_two_and_four_processes, .timeout = 300) {
+  run_ranks(2, scatter_child);
+  run_ranks(4, scatter_child);
+}
+
+Test(rank, scatter_two_processes_over_nccl_and_simulated_hosts, .timeout = 300) {
+  run_nccl_with(ROUTE_NCCL, scatter_child);
+  run_nccl_with(ROUTE_TWO_HOSTS, scatter_child);
 }
 
 Test(rank, registered_inputs_give_the_staged_bits_and_replay_in_graphs, .timeout = 600) {

@@ -220,7 +220,7 @@ Test(hostpath, copy_only_dtypes_are_refused_in_the_planners_words) {
       cr_assert_eq(collgen_plan(g, &s, &plan), COLLGEN_ERR_INVALID_ARG);
       cr_expect_str_eq(collgen_comm_last_error(c), collgen_generator_last_error(g));
       cr_expect(strstr(collgen_comm_last_error(c),
-                       "(only the ops that move bits take it: all_gather, broadcast)"),
+                       "(only the ops that move bits take it: all_gather, broadcast, scatter)"),
                 "%s", collgen_comm_last_error(c));
       cr_expect_eq(stats->launches + stats->copies, 0);
     }
@@ -981,6 +981,187 @@ Test(hostpath, all_gather_launches_with_shard_offsets_and_copies_alone) {
     free(out[r]);
   }
   collgen_comm_destroy(c);
+}
+
+/* scatter's chunk of `rows` rows for group rank i of g, worked out here
+** (count_i = N/G + (i < N%G), start_i = i*(N/G) + min(i, N%G)) and checked
+** against collgen_scatter_chunk. */
+static void scatter_chunk_here(int64_t rows, int g, int i, int64_t *start, int64_t *count) {
+  const int64_t each = rows / g, extra = rows % g;
+  *count = each + (i < extra);
+  *start = i * each + (i < extra ? i : extra);
+  int64_t s = -1, n = -1;
+  cr_assert_eq(collgen_scatter_chunk(rows, g, i, &s, &n), COLLGEN_OK);
+  cr_expect(s == *start && n == *count,
+            "rows %lld, chunk %d of %d: [%lld, +%lld), want [%lld, +%lld)", (long long)rows, i,
+            g, (long long)s, (long long)n, (long long)*start, (long long)*count);
+}
+
+/* Launch l of group rank i of a scatter of rows x row_bytes over g ranks
+** from `root` (ins, outs: the group's buffers as given): the planned
+** kernel and grid, the root, every rank's input and output, and the byte
+** offset of every chunk in the root's input (row_start[g] = its bytes). */
+static void expect_scatter_launch(const fake_cuda_launch_t *l, const char *kernel, int grid,
+                                  int g, int i, int root, int64_t rows, int64_t row_bytes,
+                                  const void *const *ins, void *const *outs) {
+  const collgen__kparams *kp = &l->params;
+  cr_expect_str_eq(l->kernel, kernel);
+  cr_expect_eq(l->grid, (unsigned)grid, "%s: grid %u", kernel, l->grid);
+  cr_expect_eq(l->block, 512u);
+  cr_expect_eq(kp->rank, (unsigned)i);
+  cr_expect_eq(kp->root, (unsigned)root);
+  for (int k = 0; k < g; ++k) {
+    int64_t start = 0, count = 0;
+    scatter_chunk_here(rows, g, k, &start, &count);
+    cr_expect_eq(kp->row_start[k], (unsigned long long)(start * row_bytes),
+                 "group rank %d: row_start[%d] %llu", i, k, kp->row_start[k]);
+    cr_expect_eq(kp->in[k], ins[k], "group rank %d: in[%d]", i, k);
+    cr_expect_eq(kp->out[k], outs[k], "group rank %d: out[%d]", i, k);
+  }
+  cr_expect_eq(kp->row_start[g], (unsigned long long)(rows * row_bytes));
+  cr_expect_eq(kp->count, (unsigned long long)(rows * row_bytes));
+}
+
+/* scatter on 4 ranks: groups of 2 (root 1: chunks of 4 and 3 rows) and of
+** 4 (root 2: 2, 2, 2, 1), i16 rows of 6000 bytes; every rank launched once
+** with the planned kernel and grid (for the largest chunk), the inputs as
+** given (only the root's is checked: the others may be NULL or anywhere),
+** every output and the chunk offsets; in place at the root's own chunk
+** launches, anywhere else in its input is refused, as a NULL output of a
+** rank with a chunk is, with nothing loaded, launched or written; [3, 5] f64 over 4 ranks leaves the last chunk
+** empty: that rank's output may be NULL, the root's own too; groups of one
+** copy the whole input bit for bit (nothing in place); zero rows launch
+** nothing. */
+Test(hostpath, scatter_launches_each_rank_on_its_chunk_and_groups_of_one_copy) {
+  setenv("FAKE_CUDA_DEVICES", "4", 1);
+  collgen_comm_t *c = make_comm(4);
+  enum { ROWS = 7, COLS = 3000, ROW_BYTES = COLS * 2, BYTES = ROWS * ROW_BYTES, PAST = 64 };
+  int64_t shape[2] = {ROWS, COLS};
+  const int64_t *shapes[4] = {shape, shape, shape, shape};
+  char *in[4], *out[4];
+  uint64_t seed = tu_rand() | 1;
+  for (int r = 0; r < 4; ++r) {
+    in[r] = poisoned(BYTES + PAST);
+    out[r] = poisoned(BYTES + PAST);
+    collgen__ref_fill_random(COLLGEN_DTYPE_I16, in[r], ROWS * COLS, &seed);
+  }
+  collgen_stream_t streams[4];
+  make_streams(c, streams);
+  collgen_generator_t *gen;
+  cr_assert_eq(collgen_generator_create(&gen, cache_dir), COLLGEN_OK);
+  collgen_shape_t sh;
+  collgen_plan_t plan2, plan4;
+  collgen_shape_init(&sh, COLLGEN_OP_SCATTER);
+  sh.dtype = COLLGEN_DTYPE_I16;
+  sh.ngpus = 4;
+  sh.group_size = 2;
+  sh.elems = 4 * COLS; /* chunk 0, the largest */
+  cr_assert_eq(collgen_plan(gen, &sh, &plan2), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  sh.group_size = 4;
+  sh.elems = 2 * COLS;
+  cr_assert_eq(collgen_plan(gen, &sh, &plan4), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  collgen_generator_destroy(gen);
+  cr_expect_str_eq(plan2.kernel, "collgen_scatter_b2_g2");
+  cr_expect_eq(plan2.grid, 3, "24000 bytes: 1500 vectors, 3 blocks of 512");
+  cr_expect_str_eq(plan4.kernel, "collgen_scatter_b2_g4");
+  cr_expect_eq(plan4.grid, 2, "12000 bytes: 750 vectors, 2 blocks");
+
+  /* groups of 2, root 1: only ranks 1 and 3 give an input */
+  const void *roots1[4] = {NULL, in[1], NULL, in[3]};
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, roots1, (void *const *)out, 1, 2,
+                               streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->copies, 0);
+  cr_expect_eq(stats->wrong_context, 0);
+  for (int r = 0; r < 4; ++r) {
+    const int base = r / 2 * 2;
+    cr_expect_eq(stats->log[r].device, r);
+    expect_scatter_launch(&stats->log[r], plan2.kernel, plan2.grid, 2, r - base, 1, ROWS,
+                          ROW_BYTES, roots1 + base, (void *const *)out + base);
+    cr_expect(all_poison(out[r], BYTES), "kernels do not run here");
+  }
+  /* one group of 4, root 2; the other inputs are never read, so not checked
+  ** either (here at odd addresses) */
+  const void *root2[4] = {in[0] + 1, NULL, in[2], in[3] + 1};
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, root2, (void *const *)out, 2, 0,
+                               streams), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  for (int r = 0; r < 4; ++r)
+    expect_scatter_launch(&stats->log[r], plan4.kernel, plan4.grid, 4, r, 2, ROWS, ROW_BYTES,
+                          root2, (void *const *)out);
+  /* in place: each root's output at its own chunk (group rank 1: 4 rows in) */
+  void *inplace[4] = {out[0], in[1] + 4 * ROW_BYTES, out[2], in[3] + 4 * ROW_BYTES};
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, roots1, inplace, 1, 2, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 4);
+  cr_expect_eq(stats->log[1].params.out[1], in[1] + 4 * ROW_BYTES);
+  cr_expect_eq(stats->log[1].params.in[1], in[1]);
+  /* refused: the root's output 3 rows in (chunk 1 of a group of 2 starts at
+  ** row 4), and a NULL output of a rank with a chunk; nothing loaded,
+  ** launched or written */
+  void *offchunk[4] = {out[0], in[1] + 3 * ROW_BYTES, out[2], out[3]};
+  void *no_out[4] = {out[0], out[1], out[2], NULL};
+  memset(stats, 0, sizeof *stats);
+  cr_expect_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, roots1, offchunk, 1, 2, streams),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_comm_last_error(c), "only exact in-place is allowed"), "%s",
+            collgen_comm_last_error(c));
+  cr_expect_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, root2, no_out, 2, 0, streams),
+               COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_comm_last_error(c), "output of rank 3 is NULL"), "%s",
+            collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches + stats->copies + stats->module_loads, 0);
+  for (int r = 0; r < 4; ++r) cr_expect(all_poison(out[r], BYTES + PAST), "rank %d", r);
+
+  /* [3, 5] f64 over 4 ranks: chunks 1, 1, 1, 0. Rank 3 passes no output,
+  ** as the root (its own chunk is empty) and as a peer */
+  int64_t small[2] = {3, 5};
+  const int64_t *sshapes[4] = {small, small, small, small};
+  for (int root = 0; root < 4; root += 3) {
+    const void *only[4] = {NULL, NULL, NULL, NULL};
+    only[root] = in[root];
+    void *outs[4] = {out[0], out[1], out[2], NULL};
+    memset(stats, 0, sizeof *stats);
+    cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_F64, 2, sshapes, only, outs, root, 0, streams),
+                 COLLGEN_OK, "root %d: %s", root, collgen_comm_last_error(c));
+    cr_expect_eq(stats->launches, 4, "an empty chunk's rank still takes part");
+    for (int r = 0; r < 4; ++r)
+      expect_scatter_launch(&stats->log[r], "collgen_scatter_b8_g4", 1, 4, r, root, 3, 40, only,
+                            outs);
+  }
+
+  /* groups of one: each rank copies its whole input, bit for bit */
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, (const void *const *)in,
+                               (void *const *)out, 0, 1, streams), COLLGEN_OK, "%s",
+               collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 0);
+  cr_expect_eq(stats->copies, 4);
+  cr_expect_eq(stats->module_loads, 0, "nothing to compile for a copy");
+  for (int r = 0; r < 4; ++r) {
+    cr_expect(memcmp(out[r], in[r], BYTES) == 0, "rank %d", r);
+    cr_expect(all_poison(out[r] + BYTES, PAST), "rank %d: nothing written past the input", r);
+  }
+  cr_assert_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, shapes, (const void *const *)in,
+                               (void *const *)in, 0, 1, streams), COLLGEN_OK);
+  cr_expect_eq(stats->copies, 4, "in place: nothing to do");
+  /* zero rows: nothing, with no buffer at all */
+  int64_t none[2] = {0, COLS};
+  const int64_t *nshapes[4] = {none, none, none, none};
+  const void *no_in[4] = {NULL, NULL, NULL, NULL};
+  void *no_outs[4] = {NULL, NULL, NULL, NULL};
+  cr_expect_eq(collgen_scatter(c, COLLGEN_DTYPE_I16, 2, nshapes, no_in, no_outs, 3, 0, streams),
+               COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches + stats->copies, 4);
+  for (int r = 0; r < 4; ++r) {
+    free(in[r]);
+    free(out[r]);
+  }
+  collgen_comm_destroy(c);
+  unsetenv("FAKE_CUDA_DEVICES");
 }
 
 /* reduce_scatter_sum: 7 rows of 3 bf16 over groups of 3 (chunks of 3, 2, 2

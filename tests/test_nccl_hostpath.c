@@ -21,6 +21,7 @@
 #include "devbuf.h"
 #include "fake_nccl.h"
 #include "rank_fork.h"
+#include "reference.h"
 
 static fake_nccl_stats_t *nc;
 
@@ -49,6 +50,24 @@ static collgen_comm_t *two_hosts_rank(report_t *rep, const collgen_unique_id_t *
   return c;
 }
 
+/* two_hosts_rank and a stream of this rank's in it (check 1). */
+static collgen_comm_t *two_hosts_rank_stream(report_t *rep, const collgen_unique_id_t *id,
+                                             int rank, collgen_stream_t *s) {
+  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
+  CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, s) == COLLGEN_OK, "stream");
+  return c;
+}
+
+/* The end of a child of two_hosts_rank_stream: its stream, communicator
+** and two buffers released, exit 0. */
+static void two_hosts_done(collgen_comm_t *c, int rank, collgen_stream_t s, void *a, void *b) {
+  collgen__dev_stream_destroy(c, rank, s);
+  collgen_comm_destroy(c);
+  free(a);
+  free(b);
+  _exit(0);
+}
+
 /* 1 if NCCL call i was fn with these buffers, count, type and peer. */
 static int call_is(int i, const char *fn, const void *send, const void *recv, size_t count,
                    int dtype, int peer, collgen_stream_t s) {
@@ -68,9 +87,8 @@ static void ops_child(report_t *rep, const collgen_unique_id_t *id, int rank, in
   (void)nranks;
   (void)pipe_w;
   (void)pipe_r;
-  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
   collgen_stream_t s;
-  CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  collgen_comm_t *c = two_hosts_rank_stream(rep, id, rank, &s);
   const size_t big = 1u << 20;
   char *in = aligned_alloc(256, big), *out = aligned_alloc(256, big);
   char *res = aligned_alloc(256, big), *nrm = aligned_alloc(256, big), *gam = aligned_alloc(256, 4096);
@@ -523,9 +541,8 @@ static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, i
   (void)nranks;
   (void)pipe_w;
   (void)pipe_r;
-  collgen_comm_t *c = two_hosts_rank(rep, id, rank);
   collgen_stream_t s;
-  CHILD_CHECK(rep, rank, 1, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  collgen_comm_t *c = two_hosts_rank_stream(rep, id, rank, &s);
   char *in = aligned_alloc(256, 1u << 16), *out = aligned_alloc(256, 1u << 16);
   int64_t even[2] = {6, 100};
   reset();
@@ -560,13 +577,87 @@ static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, i
   rc = collgen_rank_reduce_scatter_sum(c, COLLGEN_DTYPE_I32, 2, uneven, in, out, 0, s);
   CHILD_CHECK(rep, rank, 6, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0,
               "i32: %s", collgen_status_name(rc));
-  collgen__dev_stream_destroy(c, rank, s);
-  collgen_comm_destroy(c);
-  free(in);
-  free(out);
-  _exit(0);
+  two_hosts_done(c, rank, s, in, out);
 }
 
 Test(nccl_path, reduce_scatter_sum_reduce_scatters_or_reduces_per_chunk) {
   run_ranks(reduce_scatter_child, 2);
 }
+
+/* One scatter on NCCL between the two hosts: the root (a group rank) sends
+** every peer with a chunk its rows in one NCCL group and copies its own
+** chunk into its output (nothing in place); the other rank receives its
+** chunk; an empty chunk makes no send or receive, and its rank may pass no
+** output; no kernel. `chunks` are the rows of ranks 0 and 1 (their
+** collgen_scatter_chunk), `row` the elements of a row. */
+static void scatter_on_nccl(report_t *rep, collgen_comm_t *c, int rank, int step,
+                            collgen_dtype_t dt, int nccl_dt, int64_t row, const int64_t chunks[2],
+                            int root, const char *in, char *out, collgen_stream_t s) {
+  const int64_t shape[2] = {chunks[0] + chunks[1], row};
+  const size_t esize = (size_t)collgen__dtype_bytes(dt);
+  const size_t peer_elems = (size_t)(chunks[1 - root] * row);
+  const size_t own = (size_t)(chunks[rank] * row), at = rank ? (size_t)(chunks[0] * row) : 0;
+  const int copies = rank == root && own && out != in + at * esize;
+  reset();
+  int rc = collgen_rank_scatter(c, dt, 2, shape, rank == root ? in : NULL, out, root, 0, s);
+  /* the root's send of the peer's chunk, or this rank's receive of its own */
+  const int sends = rank == root && peer_elems, recvs = rank != root && own;
+  const size_t peer_at = root == 0 ? (size_t)(chunks[0] * row) : 0; /* the peer's chunk */
+  const int exchanged = sends   ? call_is(1, "ncclSend", in + peer_at * esize, NULL, peer_elems,
+                                          nccl_dt, 1 - root, s)
+                        : recvs ? call_is(1, "ncclRecv", NULL, out, own, nccl_dt, root, s)
+                                : 1;
+  CHILD_CHECK(rep, rank, step, rc == COLLGEN_OK &&
+              nc->calls == 2 + sends + recvs &&
+              call_is(0, "ncclGroupStart", NULL, NULL, 0, -1, -1, NULL) && exchanged &&
+              call_is(1 + sends + recvs, "ncclGroupEnd", NULL, NULL, 0, -1, -1, NULL) &&
+              stats->launches == 0 && stats->copies == copies,
+              "scatter of %lld + %lld rows from %d: %s; %ld NCCL calls (%s count %zu peer %d), "
+              "%ld copies", (long long)chunks[0], (long long)chunks[1], root,
+              collgen_comm_last_error(c), nc->calls, nc->log[1].fn, nc->log[1].count,
+              nc->log[1].peer, stats->copies);
+  CHILD_CHECK(rep, rank, step, !copies || memcmp(out, in + at * esize, own * esize) == 0,
+              "the root's own chunk was not copied from its offset %zu", at * esize);
+}
+
+static void scatter_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                          int pipe_r) {
+  (void)pipe_w, (void)pipe_r;
+  collgen_stream_t s;
+  collgen_comm_t *c = two_hosts_rank_stream(rep, id, rank, &s);
+  char *in = aligned_alloc(256, 1u << 16), *out = aligned_alloc(256, 1u << 16);
+  uint64_t seed = tu_rand() | 1;
+  collgen__ref_fill_random(COLLGEN_DTYPE_U8, in, 1 << 16, &seed);
+  static const int64_t uneven[2] = {4, 3}, even[2] = {3, 3}, first[2] = {1, 0};
+  scatter_on_nccl(rep, c, rank, 2, COLLGEN_DTYPE_BF16, 9, 100, uneven, 1, in, out, s);
+  scatter_on_nccl(rep, c, rank, 3, COLLGEN_DTYPE_BF16, 9, 100, uneven, 0, in, out, s);
+  scatter_on_nccl(rep, c, rank, 4, COLLGEN_DTYPE_F32, 7, 100, even, 0, in, out, s);
+  scatter_on_nccl(rep, c, rank, 5, COLLGEN_DTYPE_I64, 4, 100, even, 1, in, out, s);
+  /* in place at the root's chunk: no copy (rank 1's chunk of [7, 100] bf16 is 800 bytes in) */
+  scatter_on_nccl(rep, c, rank, 6, COLLGEN_DTYPE_BF16, 9, 100, uneven, 1, in,
+                  rank == 1 ? in + 800 : out, s);
+  scatter_on_nccl(rep, c, rank, 7, COLLGEN_DTYPE_F32, 7, 100, even, 0, in, rank == 0 ? in : out, s);
+  /* one row: rank 1's chunk is empty, it passes no output; from root 0 no
+  ** send, from root 1 (itself empty) no copy; i16 moves as NCCL f16 bits */
+  scatter_on_nccl(rep, c, rank, 8, COLLGEN_DTYPE_I64, 4, 100, first, 0, in, rank ? NULL : out, s);
+  scatter_on_nccl(rep, c, rank, 9, COLLGEN_DTYPE_I16, 6, 100, first, 1, in, rank ? NULL : out, s);
+  /* a group of one stays local: a copy, no NCCL; a bad root calls nothing */
+  int64_t shape[2] = {7, 100};
+  reset();
+  int rc = collgen_rank_scatter(c, COLLGEN_DTYPE_BF16, 2, shape, in, out, 0, 1, s);
+  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_OK && nc->calls == 0 && stats->copies == 1 &&
+              memcmp(out, in, 7 * 100 * 2) == 0,
+              "group of one: %s, %ld NCCL calls", collgen_comm_last_error(c), nc->calls);
+  reset();
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_BF16, 2, shape, in, out, 2, 0, s);
+  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0 &&
+              strstr(collgen_comm_last_error(c), "root 2 is not a group rank (0..1)"),
+              "root 2 of 2: %s", collgen_comm_last_error(c));
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_BF16, 2, shape, in, in + 2, 0, 0, s);
+  CHILD_CHECK(rep, rank, 12, rank != 0 || (rc == COLLGEN_ERR_INVALID_ARG && nc->calls == 0 &&
+                                           strstr(collgen_comm_last_error(c), "in-place")),
+              "the root's output off its chunk: %s", collgen_comm_last_error(c));
+  two_hosts_done(c, rank, s, in, out);
+}
+
+Test(nccl_path, scatter_sends_each_chunk_from_the_root) { run_two(scatter_child); }

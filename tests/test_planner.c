@@ -140,7 +140,8 @@ Test(planner, copy_only_dtypes_refused_by_computing_ops) {
       char want[200];
       snprintf(want, sizeof want,
                "planner: %s computes on elements: %s is a copy-only dtype (only the ops that "
-               "move bits take it: all_gather, broadcast)", op_names[o], copy_only[d].name);
+               "move bits take it: all_gather, broadcast, scatter)", op_names[o],
+               copy_only[d].name);
       collgen_shape_t s;
       collgen_plan_t p;
       collgen_shape_init(&s, ops[o]);
@@ -706,15 +707,17 @@ Test(planner, broadcast_plans_and_variants) {
   free(shapes);
 }
 
-/* all_gather moves bits: every dtype plans (a zero-size call too), one
-** pull kernel per element size ("b<bytes>", the same canonical spec for
-** every dtype of a size) and group whatever the size, alignment or in
-** place; a group of one is a copy input -> output; peers read the input. */
-Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
+/* The ops that move bits by pulling a shard or chunk per rank (all_gather,
+** scatter): every dtype plans (a zero-size call too), one pull kernel per
+** element size ("b<bytes>", the same canonical spec for every dtype of a
+** size) and group whatever the size, alignment or in place; a group of one
+** is a copy input -> output; peers read the input; a class has one kernel
+** per group size. */
+static void expect_pull_per_element_size(collgen_op_t op, const char *name) {
   for (int d = COLLGEN_DTYPE_BF16; d <= COLLGEN_DTYPE_F64; ++d) {
     collgen_shape_t s;
     collgen_plan_t p, q;
-    collgen_shape_init(&s, COLLGEN_OP_ALL_GATHER);
+    collgen_shape_init(&s, op);
     s.dtype = (collgen_dtype_t)d;
     s.ngpus = 4;
     s.group_size = 4;
@@ -726,7 +729,7 @@ Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
     cr_expect_eq(p.vec * collgen__dtype_bytes((collgen_dtype_t)d), 16);
     const int bytes = collgen__dtype_bytes((collgen_dtype_t)d);
     char want[64];
-    snprintf(want, sizeof want, "collgen_all_gather_b%d_g4", bytes);
+    snprintf(want, sizeof want, "collgen_%s_b%d_g4", name, bytes);
     cr_expect_str_eq(p.kernel, want);
     for (int e = COLLGEN_DTYPE_BF16; e < d; ++e) /* every earlier dtype of the size */
       if (collgen__dtype_bytes((collgen_dtype_t)e) == bytes) {
@@ -749,15 +752,52 @@ Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
   }
   collgen_shape_class_t cls;
   memset(&cls, 0, sizeof cls);
-  cls.op = COLLGEN_OP_ALL_GATHER;
+  cls.op = op;
   cls.dtype = COLLGEN_DTYPE_U8;
   cls.ngpus = 8;
   snprintf(cls.arch, sizeof cls.arch, "sm_90");
   collgen_shape_t *shapes = NULL;
   int count = 0;
   cr_assert_eq(collgen_plan_variants(gen, &cls, &shapes, &count), COLLGEN_OK);
-  cr_expect_eq(count, 3, "groups of 2, 4 and 8: one kernel each (got %d)", count);
+  cr_expect_eq(count, 3, "%s: groups of 2, 4 and 8: one kernel each (got %d)", name, count);
   free(shapes);
+}
+
+Test(planner, all_gather_plans_every_dtype_one_kernel_per_group) {
+  expect_pull_per_element_size(COLLGEN_OP_ALL_GATHER, "all_gather");
+}
+
+/* scatter plans as all_gather does, with kernels of its own;
+** its elems are those of the largest chunk (group rank 0's): 16-byte
+** vectors, 512 threads, a block per 512 vectors. */
+Test(planner, scatter_plans_every_dtype_one_kernel_per_group) {
+  expect_pull_per_element_size(COLLGEN_OP_SCATTER, "scatter");
+  collgen_shape_t s;
+  collgen_plan_t p;
+  collgen_shape_init(&s, COLLGEN_OP_SCATTER);
+  s.dtype = COLLGEN_DTYPE_I16;
+  s.ngpus = 2;
+  s.elems = 4 * 3000; /* 24000 bytes: 1500 vectors */
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK, "%s", collgen_generator_last_error(gen));
+  cr_expect_str_eq(p.kernel, "collgen_scatter_b2_g2");
+  cr_expect(strncmp(p.canonical, "op=scatter;dtype=b2;group=2;algo=pull;", 38) == 0, "%s",
+            p.canonical);
+  cr_expect_eq(p.block, 512);
+  cr_expect_eq(p.grid, 3);
+  cr_expect_eq(p.vec, 8);
+  s.elems = 4 * 3000 + 1; /* a partial vector more: 1501 vectors, still 3 blocks */
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.grid, 3);
+  s.elems = 512 * 8 * 3 + 1; /* 1537 vectors */
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.grid, 4);
+  s.max_blocks = 2;
+  cr_assert_eq(collgen_plan(gen, &s, &p), COLLGEN_OK);
+  cr_expect_eq(p.grid, 2, "capped by max_blocks");
+  s.elems = -1;
+  cr_expect_eq(collgen_plan(gen, &s, &p), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_generator_last_error(gen), "elems must be >= 0"), "%s",
+            collgen_generator_last_error(gen));
 }
 
 static collgen_plan_t plan_rs(int ngpus, int group, int64_t rows, int64_t cols, int aligned,

@@ -12,10 +12,10 @@
 ** allreduce_residual_rmsnorm with
 ** its normed in the dtype and as e4m3 with dynamic scaling (the matrix's
 ** --fp8; static scaling has the same epilogue but for the reduction, and
-** would only lengthen the test); all_gather over the allreduce sizes
-** (every 16th); broadcast and all_gather of f16, i16 and i32 (every 16th
-** size), which the matrix's bf16 and f32 kernels serve (the ops that move
-** bits plan by element size). The same holds for a pregenerated cache
+** would only lengthen the test); all_gather and scatter over the
+** allreduce sizes (every 16th); broadcast, all_gather and scatter of f16,
+** i16 and i32 (every 16th size), which the matrix's bf16 and f32 kernels
+** serve (the ops that move bits plan by element size). The same holds for a pregenerated cache
 ** made read-only (`chmod -R a+rX,a-w`) and read by another user (as root:
 ** a child that drops to nobody), with one warning that new kernels would
 ** stay in memory.
@@ -36,7 +36,7 @@
 
 #define MATRIX_ARGS                                                            \
   "--arch sm_90 --ops allreduce_sum,allgather_rmsnorm,allreduce_residual_rmsnorm,broadcast," \
-  "all_gather,reduce_scatter_sum,reduce_scatter_rmsnorm "                      \
+  "all_gather,reduce_scatter_sum,reduce_scatter_rmsnorm,scatter "              \
   "--dtypes bf16,f32 --ngpus 2,4 --cols 4096,5120,100 --fp8 none,dynamic"
 static const collgen_dtype_t DTYPES[] = {COLLGEN_DTYPE_BF16, COLLGEN_DTYPE_F32};
 static const int NGPUS[] = {2, 4};
@@ -224,17 +224,21 @@ static int run_sweep(FILE *report, int read_only) {
           base.group_size = g;
           sweep_allreduce(s, base, sizes, nelems);
         }
-    /* all_gather (gathered elems, same flags): its kernel depends on the
-    ** group alone, so every 16th size is plenty */
+    /* all_gather and scatter (the gathered elems, the largest chunk's;
+    ** same flags): their kernels depend on the group alone, so every 16th
+    ** size is plenty */
+    static const collgen_op_t pull_ops[] = {COLLGEN_OP_ALL_GATHER, COLLGEN_OP_SCATTER};
     for (size_t k = 0; k < sizeof NGPUS / sizeof NGPUS[0]; ++k)
       for (int g = 2; g <= NGPUS[k]; ++g) {
         if (NGPUS[k] % g) continue;
         collgen_shape_t base;
-        collgen_shape_init(&base, COLLGEN_OP_ALL_GATHER);
-        base.dtype = DTYPES[d];
-        base.ngpus = NGPUS[k];
-        base.group_size = g;
-        for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
+        for (size_t o = 0; o < sizeof pull_ops / sizeof pull_ops[0]; ++o) {
+          collgen_shape_init(&base, pull_ops[o]);
+          base.dtype = DTYPES[d];
+          base.ngpus = NGPUS[k];
+          base.group_size = g;
+          for (int i = 0; i < nelems; i += 16) sweep_allreduce(s, base, sizes + i, 1);
+        }
         base.op = COLLGEN_OP_REDUCE_SCATTER_SUM; /* the same sweep of elems (rows of one) */
         base.cols = 1;
         base.rows = 0;
@@ -246,7 +250,8 @@ static int run_sweep(FILE *report, int read_only) {
   ** too, pregenerated or not; every 16th size. */
   static const collgen_dtype_t same_size[] = {COLLGEN_DTYPE_F16, COLLGEN_DTYPE_I16,
                                               COLLGEN_DTYPE_I32};
-  static const collgen_op_t bits_ops[] = {COLLGEN_OP_BROADCAST, COLLGEN_OP_ALL_GATHER};
+  static const collgen_op_t bits_ops[] = {COLLGEN_OP_BROADCAST, COLLGEN_OP_ALL_GATHER,
+                                           COLLGEN_OP_SCATTER};
   for (size_t d = 0; d < sizeof same_size / sizeof same_size[0]; ++d) {
     const int64_t ll_elems = (int64_t)COLLGEN_LL_LINES * 8 / collgen__dtype_bytes(same_size[d]);
     const int nelems = sweep_sizes(300, 8, ll_elems, MAX_SIZE, sizes);

@@ -24,8 +24,17 @@
 #include "comm_internal.h" /* white-box: the communicator's fields */
 #include "devbuf.h"
 #include "rank_fork.h"
+#include "reference.h"
 
 TestSuite(rank_hostpath, .init = rank_fork_setup, .fini = rank_fork_teardown);
+
+/* child_comm of two ranks and a stream of this rank's in it (check 2). */
+static collgen_comm_t *child_comm_stream(report_t *rep, const collgen_unique_id_t *id, int rank,
+                                         collgen_stream_t *s) {
+  collgen_comm_t *c = child_comm(rep, id, 2, rank);
+  CHILD_CHECK(rep, rank, 2, collgen__dev_stream_create(c, rank, s) == COLLGEN_OK, "stream");
+  return c;
+}
 
 /* Two processes: both create their rank, every rank's signal buffer is
 ** mapped in both (a byte written by one is read by the other), an LL-sized
@@ -398,9 +407,8 @@ static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, i
                                  int pipe_w, int pipe_r) {
   (void)pipe_w;
   (void)pipe_r;
-  collgen_comm_t *c = child_comm(rep, id, 2, rank);
   collgen_stream_t s;
-  CHILD_CHECK(rep, rank, 2, collgen__dev_stream_create(c, rank, &s) == COLLGEN_OK, "stream");
+  collgen_comm_t *c = child_comm_stream(rep, id, rank, &s);
   int64_t shape[2] = {5, 4096}; /* chunks of 3 and 2 rows */
   const size_t bytes = 5 * 4096 * 2;
   unsigned char *in = aligned_alloc(256, bytes), *out = aligned_alloc(256, bytes);
@@ -442,3 +450,100 @@ static void reduce_scatter_child(report_t *rep, const collgen_unique_id_t *id, i
 Test(rank_hostpath, reduce_scatter_sum_stages_the_input_and_reads_chunks) {
   run_two(reduce_scatter_child);
 }
+
+/* scatter in two processes: peers read the root's input, so the root
+** copies it into its region IN (one copy; the other rank, giving no input,
+** copies nothing) and every rank's kernel reads it there, at the chunk
+** offsets ([5, 64] i32: chunks of 3 and 2 rows of 256 bytes); an output
+** that is not 16-byte aligned goes through region OUT; the root's output at
+** its own chunk of its input is taken; a rank whose chunk is empty may pass
+** no output. The call is never cut: an input of exactly half the staging
+** area is one launch, one 16 bytes larger is refused on both ranks, naming
+** staging_bytes, before anything is copied or launched (a broadcast of
+** that size runs as pieces). */
+static void scatter_child(report_t *rep, const collgen_unique_id_t *id, int rank, int pipe_w,
+                          int pipe_r) {
+  (void)pipe_w;
+  (void)pipe_r;
+  collgen_stream_t s;
+  collgen_comm_t *c = child_comm_stream(rep, id, rank, &s);
+  const size_t half = c->staging_bytes / 2;
+  unsigned char *in = aligned_alloc(256, half), *out = aligned_alloc(256, half);
+  uint64_t seed = tu_rand() | 1;
+  collgen__ref_fill_random(COLLGEN_DTYPE_U8, in, (int64_t)half, &seed);
+  int64_t shape[2] = {5, 64};
+  const unsigned long long starts[3] = {0, 768, 1280};
+  for (int root = 0; root < 2; ++root) {
+    memset(stats, 0, sizeof *stats);
+    int rc = collgen_rank_scatter(c, COLLGEN_DTYPE_I32, 2, shape, rank == root ? in : NULL, out,
+                                  root, 0, s);
+    const collgen__kparams *kp = &stats->log[0].params;
+    CHILD_CHECK(rep, rank, 3 + root, rc == COLLGEN_OK && stats->launches == 1 &&
+                stats->copies == (rank == root ? 1 : 0) &&
+                strcmp(stats->log[0].kernel, "collgen_scatter_b4_g2") == 0,
+                "root %d: %s, %ld launches, %ld copies, %s", root, collgen_comm_last_error(c),
+                stats->launches, stats->copies, stats->log[0].kernel);
+    CHILD_CHECK(rep, rank, 5 + root, kp->in[root] == (const void *)(uintptr_t)c->staging[root] &&
+                kp->root == (unsigned)root && kp->rank == (unsigned)rank && kp->out[rank] == out &&
+                kp->row_start[0] == starts[0] && kp->row_start[1] == starts[1] &&
+                kp->row_start[2] == starts[2] && kp->count == 1280,
+                "root %d: in[root] %p, root %u, out %p, row_start %llu %llu %llu, count %llu",
+                root, kp->in[root], kp->root, kp->out[rank], kp->row_start[0], kp->row_start[1],
+                kp->row_start[2], kp->count);
+    CHILD_CHECK(rep, rank, 7 + root, rank != root ||
+                memcmp((const void *)(uintptr_t)c->staging[root], in, 1280) == 0,
+                "root %d: its input was not staged", root);
+  }
+  /* the root's (rank 1's) output in place at its chunk, 3 rows in */
+  memset(stats, 0, sizeof *stats);
+  int rc = collgen_rank_scatter(c, COLLGEN_DTYPE_I32, 2, shape, rank == 1 ? in : NULL,
+                                rank == 1 ? in + 768 : out, 1, 0, s);
+  CHILD_CHECK(rep, rank, 9, rc == COLLGEN_OK && stats->launches == 1 &&
+              stats->log[0].params.out[rank] == (rank == 1 ? in + 768 : out),
+              "in place at the root's chunk: %s", collgen_comm_last_error(c));
+  /* u8 [5, 7] into an odd address: this rank's output goes through region OUT */
+  int64_t odd[2] = {5, 7};
+  memset(stats, 0, sizeof *stats);
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_U8, 2, odd, rank == 0 ? in : NULL, out + 1, 0, 0, s);
+  CHILD_CHECK(rep, rank, 10, rc == COLLGEN_OK && stats->launches == 1 &&
+              stats->copies == (rank == 0 ? 2 : 1) &&
+              stats->log[0].params.out[rank] == (void *)(uintptr_t)(c->staging[rank] + half) &&
+              stats->log[0].params.row_start[1] == 21 && stats->log[0].params.row_start[2] == 35,
+              "unaligned output: %s, %ld copies, out %p", collgen_comm_last_error(c),
+              stats->copies, stats->log[0].params.out[rank]);
+  /* one row: rank 1's chunk is empty and it passes no output */
+  int64_t one[2] = {1, 64};
+  memset(stats, 0, sizeof *stats);
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_I32, 2, one, rank == 0 ? in : NULL,
+                            rank == 0 ? out : NULL, 0, 0, s);
+  CHILD_CHECK(rep, rank, 11, rc == COLLGEN_OK && stats->launches == 1 &&
+              stats->log[0].params.row_start[1] == 256 &&
+              stats->log[0].params.row_start[2] == 256 &&
+              stats->log[0].params.out[rank] == (rank == 0 ? out : NULL),
+              "empty chunk, no output: %s", collgen_comm_last_error(c));
+  /* exactly half the staging area: one call, not pieces */
+  int64_t fits[1] = {(int64_t)half};
+  memset(stats, 0, sizeof *stats);
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_U8, 1, fits, rank == 0 ? in : NULL, out, 0, 0, s);
+  CHILD_CHECK(rep, rank, 12, rc == COLLGEN_OK && stats->launches == 1 &&
+              stats->log[0].params.count == half && stats->copies == (rank == 0 ? 1 : 0),
+              "half the staging area: %s, %ld launches", collgen_comm_last_error(c),
+              stats->launches);
+  int64_t over[1] = {(int64_t)half + 16};
+  memset(stats, 0, sizeof *stats);
+  rc = collgen_rank_scatter(c, COLLGEN_DTYPE_U8, 1, over,
+                            rank == 0 ? (void *)(uintptr_t)(1ull << 40) : NULL,
+                            (void *)(uintptr_t)(2ull << 40), 0, 0, s); /* never touched */
+  CHILD_CHECK(rep, rank, 13, rc == COLLGEN_ERR_INVALID_ARG &&
+              strstr(collgen_comm_last_error(c), "input of 4194320 bytes") &&
+              strstr(collgen_comm_last_error(c), "staging_bytes >= 8388640") &&
+              stats->launches == 0 && stats->copies == 0,
+              "over half the staging area: %s", collgen_comm_last_error(c));
+  free(in);
+  free(out);
+  collgen__dev_stream_destroy(c, rank, s);
+  collgen_comm_destroy(c);
+  _exit(0);
+}
+
+Test(rank_hostpath, scatter_stages_the_roots_input_and_is_never_cut) { run_two(scatter_child); }

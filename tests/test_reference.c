@@ -389,6 +389,38 @@ Test(reference, all_gather_concatenates_shards_in_order) {
   cr_expect(memcmp(got, bytes, sizeof got) == 0, "in place leaves the bytes");
 }
 
+/* scatter: group rank i gets rows chunk i of the root's input, bit for
+** bit: 5 rows of 2 i16 over 3 ranks are chunks of 2, 2 and 1 rows (rows
+** 0-1, 2-3, 4); over 6 ranks, 1 row each for ranks 0..4 and none for rank
+** 5 (nothing written); in place at the chunk leaves the bytes. */
+Test(reference, scatter_gives_each_rank_its_chunk_of_rows) {
+  const uint16_t in[5][2] = {{0x0100, 0x8001}, {0x0200, 0xffff}, {0x0300, 0x7c00},
+                             {0x0400, 0x0001}, {0x0500, 0xfe00}};
+  uint16_t got[3][2][2];
+  memset(got, 0xA5, sizeof got);
+  for (int i = 0; i < 3; ++i) collgen__ref_scatter(COLLGEN_DTYPE_I16, 5, 2, 3, i, in, got[i]);
+  cr_expect(memcmp(got[0], &in[0], 2 * sizeof in[0]) == 0, "rank 0: rows 0 and 1");
+  cr_expect(memcmp(got[1], &in[2], 2 * sizeof in[0]) == 0, "rank 1: rows 2 and 3");
+  cr_expect(got[2][0][0] == 0x0500 && got[2][0][1] == 0xfe00, "rank 2: row 4");
+  cr_expect(got[2][1][0] == 0xA5A5 && got[2][1][1] == 0xA5A5, "rank 2: one row only");
+  uint16_t one[2];
+  for (int i = 0; i < 6; ++i) {
+    memset(one, 0xA5, sizeof one);
+    collgen__ref_scatter(COLLGEN_DTYPE_I16, 5, 2, 6, i, in, one);
+    if (i < 5)
+      cr_expect(one[0] == in[i][0] && one[1] == in[i][1], "of 6: rank %d gets row %d", i, i);
+    else
+      cr_expect(one[0] == 0xA5A5 && one[1] == 0xA5A5, "of 6: rank 5's chunk is empty");
+  }
+  /* 7 f64 rows of one over 2 ranks: 4 and 3; rank 1's in place at row 4 */
+  double d[7] = {1.5, -0.0, 3.25, 1e300, -7.0, 0.125, 9.0}, want[7], d2[3];
+  memcpy(want, d, sizeof d);
+  collgen__ref_scatter(COLLGEN_DTYPE_F64, 7, 1, 2, 1, d, d + 4);
+  cr_expect(memcmp(d, want, sizeof d) == 0, "in place leaves the bytes");
+  collgen__ref_scatter(COLLGEN_DTYPE_F64, 7, 1, 2, 1, d, d2);
+  cr_expect(memcmp(d2, want + 4, sizeof d2) == 0, "rank 1: rows 4..6");
+}
+
 Test(reference, reduce_scatter_sum_is_allreduce_rows_of_the_chunk) {
   /* 7 rows of 3 over 3 ranks: chunks of 3, 2, 2 rows. Each rank's part is
   ** exactly the allreduce sum's rows [start, start + count). */

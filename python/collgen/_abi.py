@@ -9,13 +9,22 @@ from ``collgen.h`` by ``python/tools/gen_abi.py``) lists every one, and
 each is declared on the library here. ``python/tests/test_header.py``
 checks every declaration against ``collgen.h`` in CI, and that the
 generated module is current.
+
+Importing this module is the package's first use of the library: it loads
+it (collgen._library.loaded()), refuses it when its status table differs
+from the package's exceptions or its structs from these declarations, and
+declares every function; the rest of the package takes ``lib`` from here.
 """
 
 import ctypes
 from ctypes import POINTER, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
+from typing import Any, Dict, Optional
 
+from . import errors
 from ._abi_functions import CALLBACKS, FUNCTIONS as _FUNCTIONS
-from ._library import LibraryNotFound, catalog, constants, lib
+from ._library import LibraryNotFound, loaded
+
+lib, catalog, constants = loaded()
 
 MAX_DEVICES = constants["MAX_DEVICES"]
 UNIQUE_ID_BYTES = constants["UNIQUE_ID_BYTES"]
@@ -85,15 +94,25 @@ class UniqueIdStruct(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_ubyte * UNIQUE_ID_BYTES)]
 
 
+class Call(ctypes.Structure):
+    """collgen_call_t: one call of any op (collgen_run, collgen_rank_run)."""
+    _fields_ = [("op", c_int), ("dtype", c_int), ("tensor_rank", c_int), ("group_size", c_int),
+                ("shapes", POINTER(POINTER(c_int64))),
+                ("buffers", POINTER(c_void_p) * constants["MAX_ROLES"]),
+                ("mine", c_void_p * constants["MAX_ROLES"]),
+                ("scalars", ctypes.c_double * constants["MAX_SCALARS"]),
+                ("streams", POINTER(c_void_p)), ("stream", c_void_p)]
+
+
 STRUCTS = {
     "collgen_shape_t": Shape, "collgen_plan_t": Plan, "collgen_shape_class_t": ShapeClass,
     "collgen_kernel_info_t": KernelInfo, "collgen_comm_options_t": CommOptions,
     "collgen_comm_info_t": CommInfo, "collgen_comm_health_t": CommHealth,
-    "collgen_unique_id_t": UniqueIdStruct,
+    "collgen_unique_id_t": UniqueIdStruct, "collgen_call_t": Call,
 }
 
 
-def _ctype(spelled):
+def _ctype(spelled: Optional[str]) -> Any:
     """The ctypes type of a type of _abi_functions (a ctypes name, a struct's
     or callback's typedef name, or None, behind one "*" per pointer level)."""
     if spelled is None:
@@ -106,7 +125,7 @@ def _ctype(spelled):
 
 
 # The typedef names a type may use: the structs above and the callbacks.
-_NAMED = dict(STRUCTS)
+_NAMED: Dict[str, Any] = dict(STRUCTS)
 _NAMED.update({name: ctypes.CFUNCTYPE(_ctype(ret), *map(_ctype, args))
                for name, (ret, args) in CALLBACKS.items()})
 ALLGATHER_FN = _NAMED["collgen_allgather_fn"]
@@ -117,7 +136,13 @@ LOG_FN = _NAMED["collgen_log_fn"]
 FUNCTIONS = [(name, _ctype(ret), [_ctype(a) for a in args]) for name, ret, args in _FUNCTIONS]
 
 
-def _check_struct_sizes():
+def _check_statuses() -> None:
+    """Refuses a library whose status codes differ from the exception
+    classes (generated from collgen.h: collgen/_errors_generated.py)."""
+    errors.check_statuses({e.name: e.value for e in catalog["status"]})
+
+
+def _check_struct_sizes() -> None:
     """Refuses a library whose public structs differ from these declarations."""
     built = {e.name: e.value for e in catalog["struct"]}
     for name, cls in STRUCTS.items():
@@ -131,7 +156,7 @@ def _check_struct_sizes():
                 "versions of collgen.h; install them together")
 
 
-def _declare():
+def _declare() -> None:
     for name, restype, argtypes in FUNCTIONS:
         try:
             fn = getattr(lib, name)
@@ -141,5 +166,6 @@ def _declare():
         fn.restype, fn.argtypes = restype, argtypes
 
 
+_check_statuses()
 _check_struct_sizes()
 _declare()

@@ -11,15 +11,38 @@ Numbers that go to C are range-checked here (ctypes would truncate them).
 
 import ctypes
 import operator
+from typing import Any, Dict, Optional, Protocol, Sequence, Tuple, Type, Union
 
-from .catalog import DTYPES, dtype_bytes, lookup
+from . import catalog
+from .catalog import dtype_bytes, lookup
 
-__all__ = ["View", "view", "c_range", "int_in_c_range", "c_int_arg", "c_int64_arg"]
+__all__ = ["View", "view", "c_range", "int_in_c_range", "c_int_arg", "c_int64_arg",
+           "CudaArray", "Buffer", "Buffers", "Streams", "Shape"]
+
+
+class CudaArray(Protocol):
+    """Anything with ``__cuda_array_interface__`` (CuPy, Numba, PyTorch, ...)."""
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+
+
+# One buffer of a call: a device pointer (an int, with shape= and dtype=) or
+# an array-interface object.
+Buffer = Union[int, CudaArray]
+# A buffer argument of an op: this rank's buffer (one process per GPU) or a
+# sequence with one per rank (one process for every GPU).
+Buffers = Union[Buffer, Sequence[Optional[Buffer]]]
+# A stream argument: None (the default stream), a CUstream handle (an int)
+# or an object with .cuda_stream or .ptr (torch, CuPy); or one per rank.
+Streams = Any
+# A shape: a tuple of non-negative ints (an int n: (n,)).
+Shape = Union[int, Sequence[int]]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _int_in(value, argument, lo, hi):
+def _int_in(value: Any, argument: str, lo: int, hi: int) -> int:
     try:
         v = operator.index(value)
     except TypeError:
@@ -31,7 +54,7 @@ def _int_in(value, argument, lo, hi):
     return v
 
 
-def c_range(ctype):
+def c_range(ctype: Type[Any]) -> Tuple[int, int]:
     """(lowest, highest) value of a ctypes integer type."""
     bits = 8 * ctypes.sizeof(ctype)
     if ctype(-1).value < 0:
@@ -39,18 +62,18 @@ def c_range(ctype):
     return 0, (1 << bits) - 1
 
 
-def int_in_c_range(value, argument, ctype):
+def int_in_c_range(value: Any, argument: str, ctype: Type[Any]) -> int:
     """``value`` as a value of the ctypes integer type ``ctype``, or a
     TypeError / ValueError naming ``argument`` (never truncated)."""
     return _int_in(value, argument, *c_range(ctype))
 
 
-def c_int_arg(value, argument):
+def c_int_arg(value: Any, argument: str) -> int:
     """``value`` as a C int, or an error naming ``argument`` (never truncated)."""
     return int_in_c_range(value, argument, ctypes.c_int)
 
 
-def c_int64_arg(value, argument):
+def c_int64_arg(value: Any, argument: str) -> int:
     """``value`` as an int64_t, or an error naming ``argument``."""
     return _int_in(value, argument, *_INT64)
 
@@ -62,19 +85,20 @@ class View:
 
     __slots__ = ("ptr", "shape", "dtype", "nbytes", "readonly")
 
-    def __init__(self, ptr, shape, dtype, nbytes=None, readonly=False):
+    def __init__(self, ptr: int, shape: Tuple[int, ...], dtype: Optional[str],
+                 nbytes: Optional[int] = None, readonly: bool = False) -> None:
         self.ptr, self.shape, self.dtype = ptr, shape, dtype
         self.nbytes, self.readonly = nbytes, readonly
 
     @property
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for d in self.shape:
             n *= d
         return n
 
 
-def _shape_arg(shape, argument):
+def _shape_arg(shape: Any, argument: str) -> Tuple[int, ...]:
     if isinstance(shape, int) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -85,7 +109,7 @@ def _shape_arg(shape, argument):
     return tuple(_int_in(d, f"{argument}: shape[{i}]", 0, _INT64[1]) for i, d in enumerate(dims))
 
 
-def _dtype_of_typestr(typestr, argument):
+def _dtype_of_typestr(typestr: str, argument: str) -> Optional[str]:
     """The catalog dtype of an array-interface typestr ('<f2' -> 'f16',
     '<i4' -> 'i32', '|u1' -> 'u8', a bool '|b1' -> 'u8': its bytes), or
     None when the catalog has none of that kind and size (bf16 has no
@@ -97,11 +121,12 @@ def _dtype_of_typestr(typestr, argument):
         kind = "u"
     if kind in "fiu":
         name = f"{kind}{8 * size}"
-        return name if name in DTYPES else None
+        return name if name in catalog.DTYPES else None
     return None
 
 
-def view(obj, argument, dtype=None, shape=None):
+def view(obj: Any, argument: str, dtype: Optional[str] = None,
+         shape: Optional[Shape] = None) -> View:
     """A View of ``obj`` (an int pointer or an array-interface object).
 
     ``dtype`` (a catalog name) and ``shape`` are required with a raw
@@ -110,7 +135,7 @@ def view(obj, argument, dtype=None, shape=None):
     must then match its element size.
     """
     if dtype is not None:
-        lookup(DTYPES, dtype, f"{argument}: dtype")
+        lookup(catalog.DTYPES, dtype, f"{argument}: dtype")
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         if isinstance(obj, bool) or not isinstance(obj, int):

@@ -3,31 +3,66 @@ transports and rank states by name, with their values.
 
 Everything here comes from ``collgen_catalog_entry``; look-ups of an
 unknown name raise ``ValueError`` naming the argument and the known
-names, never a default.
+names, never a default. Importing this module loads nothing: the tables
+are computed at the first access to any of them (PEP 562 ``__getattr__``),
+which loads the library (collgen._abi) and raises LibraryNotFound when it
+cannot be loaded.
 """
 
-from ._library import catalog, constants
+from typing import Any, Dict, FrozenSet, Mapping, TypeVar
 
 __all__ = ["OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
            "COPY_ONLY_DTYPES", "MOVES_BITS", "dtype_bytes", "lookup"]
 
-OPS = {e.name: e.value for e in catalog["op"]}
-DTYPES = {e.name: e.value for e in catalog["dtype"]}
-FP8_MODES = {e.name: e.value for e in catalog["fp8"]}
-TRANSPORTS = {e.name: e.value for e in catalog["transport"]}
-RANK_STATES = {e.value: e.name for e in catalog["rank_state"]}
-STATUSES = {e.name: e.value for e in catalog["status"]}
-CONSTANTS = dict(constants)
-_DTYPE_BYTES = {e.name: e.detail for e in catalog["dtype"]}
+# The tables, bound by _load() at the first access (the library's first use).
+OPS: Dict[str, int]
+DTYPES: Dict[str, int]
+FP8_MODES: Dict[str, int]
+TRANSPORTS: Dict[str, int]
+RANK_STATES: Dict[int, str]
+STATUSES: Dict[str, int]
+CONSTANTS: Dict[str, int]
 # The dtypes only moved as bits (integers, bytes, f64): the ops that compute
 # on elements refuse them.
-COPY_ONLY_DTYPES = frozenset(e.name for e in catalog["dtype_reduces"] if not e.detail)
+COPY_ONLY_DTYPES: FrozenSet[str]
 # Per op: True for an op that only moves bits (it takes the copy-only
 # dtypes too), False for one that computes on elements.
-MOVES_BITS = {e.name: not e.detail for e in catalog["op_computes"]}
+MOVES_BITS: Dict[str, bool]
+_DTYPE_BYTES: Dict[str, int]
 
 
-def lookup(table, name, argument):
+_TABLES = ("OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
+           "COPY_ONLY_DTYPES", "MOVES_BITS", "_DTYPE_BYTES")
+
+
+def _load() -> None:
+    """Binds every table above from the library's catalog (loading it)."""
+    from ._abi import catalog, constants
+    globals().update(
+        OPS={e.name: e.value for e in catalog["op"]},
+        DTYPES={e.name: e.value for e in catalog["dtype"]},
+        FP8_MODES={e.name: e.value for e in catalog["fp8"]},
+        TRANSPORTS={e.name: e.value for e in catalog["transport"]},
+        RANK_STATES={e.value: e.name for e in catalog["rank_state"]},
+        STATUSES={e.name: e.value for e in catalog["status"]},
+        CONSTANTS=dict(constants),
+        _DTYPE_BYTES={e.name: e.detail for e in catalog["dtype"]},
+        COPY_ONLY_DTYPES=frozenset(e.name for e in catalog["dtype_reduces"] if not e.detail),
+        MOVES_BITS={e.name: not e.detail for e in catalog["op_computes"]})
+
+
+def __getattr__(name: str) -> Any:
+    """A table above, computed at the first access to any of them."""
+    if name in _TABLES:
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+V = TypeVar("V")
+
+
+def lookup(table: Mapping[str, V], name: str, argument: str) -> V:
     """The value of ``name`` in ``table`` (a dict above); ``argument`` names
     the caller's argument in the ValueError raised for an unknown name."""
     if not isinstance(name, str):
@@ -39,7 +74,9 @@ def lookup(table, name, argument):
         raise ValueError(f"{argument}: unknown value {name!r}; known: {', '.join(table)}") from None
 
 
-def dtype_bytes(name):
+def dtype_bytes(name: str) -> int:
     """Bytes per element of the dtype called ``name`` ("bf16": 2)."""
+    if "_DTYPE_BYTES" not in globals():
+        _load()
     lookup(DTYPES, name, "dtype")
     return _DTYPE_BYTES[name]

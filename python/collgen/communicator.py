@@ -23,8 +23,10 @@ import math
 import os
 import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._abi import ALLGATHER_FN, CommHealth, CommInfo, CommOptions, Shape, lib
+from .buffers import Buffer, Buffers, Shape as ShapeArg, Streams
 from .buffers import c_int64_arg, c_int_arg, int_in_c_range, view
 from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, dtype_bytes, lookup
 from .errors import InvalidArgument, check, last_error
@@ -32,10 +34,10 @@ from .unique_id import UniqueId
 
 __all__ = ["Communicator", "Registration"]
 
-_OPTION_TYPES = dict(CommOptions._fields_)
+_OPTION_TYPES = {field[0]: field[1] for field in CommOptions._fields_}
 
 
-def make_options(options):
+def make_options(options: Dict[str, Any]) -> Tuple[CommOptions, List[bytes]]:
     """A ``collgen_comm_options_t`` from keyword options, plus the objects it
     points to (kept alive by the caller). Unknown names raise TypeError, bad
     values ValueError, each naming the option."""
@@ -69,10 +71,12 @@ class Registration:
     """A buffer registered with ``Communicator.register`` (zero copy for
     the peers). ``deregister()`` ends it (collective)."""
 
-    def __init__(self, comm, handle, ptr, nbytes):
+    _handle: Optional[c_void_p]   # None once deregistered
+
+    def __init__(self, comm: "Communicator", handle: c_void_p, ptr: int, nbytes: int) -> None:
         self._comm, self._handle, self.ptr, self.nbytes = comm, handle, ptr, nbytes
 
-    def deregister(self):
+    def deregister(self) -> None:
         """Ends the registration on every rank (collective; bounded)."""
         if self._handle is not None:
             handle, self._handle = self._handle, None
@@ -83,7 +87,7 @@ class Registration:
 class Communicator:
     """A collgen communicator (see the module docstring)."""
 
-    def __init__(self, devices, **options):
+    def __init__(self, devices: Sequence[int], **options: Any) -> None:
         """One process driving ``devices`` (CUDA ordinals, one rank each)."""
         try:
             devs = [c_int_arg(d, f"devices[{i}]") for i, d in enumerate(devices)]
@@ -99,7 +103,11 @@ class Communicator:
         self._setup(handle, keep, nranks=len(devs), rank=None, devices=devs)
 
     @classmethod
-    def init_rank(cls, nranks, rank, unique_id=None, device=0, *, allgather=None, **options):
+    def init_rank(cls, nranks: int, rank: int,
+                  unique_id: Union[UniqueId, str, bytes, bytearray, memoryview, None] = None,
+                  device: int = 0, *,
+                  allgather: Optional[Callable[[bytes], Sequence[bytes]]] = None,
+                  **options: Any) -> "Communicator":
         """This process's rank of a communicator whose other ranks are other
         processes. Pass the same ``unique_id`` (a UniqueId, its bytes or its
         text) to every rank, or instead ``allgather``: a callable
@@ -156,7 +164,7 @@ class Communicator:
     # ---- state -------------------------------------------------------
 
     @property
-    def is_local(self):
+    def is_local(self) -> bool:
         """True for one process driving every GPU (list arguments)."""
         return self.rank is None
 
@@ -166,7 +174,7 @@ class Communicator:
             raise ValueError("the communicator is closed")
         return h
 
-    def last_error(self):
+    def last_error(self) -> str:
         """The library's message of this communicator's last error."""
         h = self._handle
         if h is None or not h.value:
@@ -176,7 +184,7 @@ class Communicator:
     def _check(self, rc):
         check(rc, self.last_error)
 
-    def close(self):
+    def close(self) -> None:
         """Ends every registration and frees the communicator. The caller's
         streams must be synchronized. Idempotent."""
         with self._lock:
@@ -185,29 +193,29 @@ class Communicator:
             self._registrations.clear()   # collgen_comm_destroy ends them
             lib.collgen_comm_destroy(h)
 
-    def __enter__(self):
+    def __enter__(self) -> "Communicator":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def abort(self):
+    def abort(self) -> None:
         """Stops every kernel of the communicator now (any thread); later calls
         raise ``collgen.AbortedError``."""
         self._check(lib.collgen_comm_abort(self._ptr()))
 
-    def check(self):
+    def check(self) -> None:
         """Raises ``TimeoutError`` or ``AbortedError`` if a kernel gave up
         waiting or the communicator was aborted; else returns None."""
         self._check(lib.collgen_comm_check(self._ptr()))
 
-    def health(self):
+    def health(self) -> List[Dict[str, Any]]:
         """Each rank's state: a list of ``{"state": "ok" | "timed_out" |
         "aborted", "peer": rank waited for or None}``. No CUDA call."""
         h = CommHealth()
@@ -216,7 +224,7 @@ class Communicator:
                  "peer": h.rank[r].peer if h.rank[r].peer >= 0 else None}
                 for r in range(h.ndev)]
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """Devices, archs, the P2P matrix and links, hosts, and each group's
         transport per group size (``route[group_size]`` = list per group)."""
         i = CommInfo()
@@ -234,8 +242,8 @@ class Communicator:
                       for s in range(1, n + 1) if n % s == 0},
         }
 
-    def prepare(self, op, dtype, shape, *, group_size=0, inplace=False, aligned=True,
-                fp8="none"):
+    def prepare(self, op: str, dtype: str, shape: Sequence[int], *, group_size: int = 0,
+                inplace: bool = False, aligned: bool = True, fp8: str = "none") -> None:
         """Loads, on every rank, the kernel calls of ``op`` with this
         ``dtype`` and ``shape`` need, so that the first such call loads
         nothing (load while the GPUs are idle: loading waits for them).
@@ -259,7 +267,7 @@ class Communicator:
         s.inplace, s.aligned16 = int(bool(inplace)), int(bool(aligned))
         self._check(lib.collgen_comm_prepare(self._ptr(), byref(s), 1))
 
-    def register(self, ptr, nbytes):
+    def register(self, ptr: Buffer, nbytes: int) -> Registration:
         """Registers ``nbytes`` of device memory at ``ptr`` (an int or an
         array-interface object) so that peers read it without a staging
         copy (one process per GPU; collective, in the same order on every
@@ -346,7 +354,9 @@ class Communicator:
         arrays = [(c_int64 * max(1, ndim))(*v.shape) for v in views]
         return arrays, (POINTER(c_int64) * len(arrays))(*arrays)
 
-    def all_reduce(self, input, output, *, group_size=0, stream=None, dtype=None, shape=None):
+    def all_reduce(self, input: Buffers, output: Buffers, *, group_size: int = 0,
+                   stream: Streams = None, dtype: Optional[str] = None,
+                   shape: Optional[ShapeArg] = None) -> None:
         """Sums ``input`` over each group of ``group_size`` ranks (0 = all)
         into ``output`` (may be ``input``). Bitwise equal on every rank."""
         ins = self._views(input, "input", dtype, shape)
@@ -365,8 +375,9 @@ class Communicator:
                                                 outs[0].ptr, g, streams[0])
         self._check(rc)
 
-    def reduce_scatter(self, input, output, *, group_size=0, stream=None, dtype=None,
-                       shape=None):
+    def reduce_scatter(self, input: Buffers, output: Buffers, *, group_size: int = 0,
+                       stream: Streams = None, dtype: Optional[str] = None,
+                       shape: Optional[ShapeArg] = None) -> None:
         """Sums ``input`` ([N, ...], the same on every rank of a group) over
         each group of ``group_size`` ranks (0 = all); group rank i gets the
         rows of chunk i (:func:`scatter_chunk`) in ``output`` ([count_i,
@@ -421,8 +432,11 @@ class Communicator:
                              f"shard has {mine} rows")
         return rows
 
-    def all_gather_rmsnorm(self, shard, weight, normed, residual, eps, *, weight_offset=0.0,
-                           shard_rows=None, group_size=0, stream=None, dtype=None, shape=None):
+    def all_gather_rmsnorm(self, shard: Buffers, weight: Buffers, normed: Buffers,
+                           residual: Buffers, eps: float, *, weight_offset: float = 0.0,
+                           shard_rows: Optional[Sequence[int]] = None, group_size: int = 0,
+                           stream: Streams = None, dtype: Optional[str] = None,
+                           shape: Optional[ShapeArg] = None) -> None:
         """Gathers every rank's row shard of its group into ``residual`` and
         writes its RMSNorm into ``normed`` (both [sum of rows, cols]).
         One process per GPU: ``shard_rows`` lists every rank's shard rows
@@ -463,9 +477,11 @@ class Communicator:
                 float(eps), wo, g, streams[0])
         self._check(rc)
 
-    def fused_add_rmsnorm(self, x, residual, weight, normed, residual_out, eps, *,
-                          weight_offset=0.0, fp8=None, scales=None, group_size=0, stream=None,
-                          dtype=None, shape=None):
+    def fused_add_rmsnorm(self, x: Buffers, residual: Buffers, weight: Buffers, normed: Buffers,
+                          residual_out: Buffers, eps: float, *, weight_offset: float = 0.0,
+                          fp8: Union[None, str, float] = None, scales: Optional[Buffers] = None,
+                          group_size: int = 0, stream: Streams = None,
+                          dtype: Optional[str] = None, shape: Optional[ShapeArg] = None) -> None:
         """Allreduce of ``x`` plus ``residual`` into ``residual_out`` (may be
         ``residual``), and its RMSNorm into ``normed``. ``fp8``: None (normed
         in the dtype), "dynamic" (normed as float8 e4m3, a float32 scale per
@@ -474,9 +490,13 @@ class Communicator:
                             residual_out, eps, weight_offset, fp8, scales, group_size, stream,
                             dtype, shape)
 
-    def reduce_scatter_rmsnorm(self, x, weight, normed, residual_out, eps, *, residual=None,
-                               weight_offset=0.0, fp8=None, scales=None, group_size=0,
-                               stream=None, dtype=None, shape=None):
+    def reduce_scatter_rmsnorm(self, x: Buffers, weight: Buffers, normed: Buffers,
+                               residual_out: Buffers, eps: float, *,
+                               residual: Optional[Buffers] = None, weight_offset: float = 0.0,
+                               fp8: Union[None, str, float] = None,
+                               scales: Optional[Buffers] = None, group_size: int = 0,
+                               stream: Streams = None, dtype: Optional[str] = None,
+                               shape: Optional[ShapeArg] = None) -> None:
         """Sequence parallelism: every rank holds ``x`` [rows, cols]; group
         rank i gets chunk i of the rows (``scatter_chunk``) summed over the
         group, plus ``residual`` (optional, [count_i, cols]) into
@@ -557,8 +577,10 @@ class Communicator:
                         eps, wo, mode, static, g, streams[0])
         self._check(rc)
 
-    def all_gather(self, shard, output, *, shard_rows=None, group_size=0, stream=None,
-                   dtype=None, shape=None):
+    def all_gather(self, shard: Buffers, output: Buffers, *,
+                   shard_rows: Optional[Sequence[int]] = None, group_size: int = 0,
+                   stream: Streams = None, dtype: Optional[str] = None,
+                   shape: Optional[ShapeArg] = None) -> None:
         """Gathers every rank's shard of its group ([rows_d, ...], equal but
         for the first dimension, which may be 0) into ``output`` ([sum of
         rows, ...], group-rank order, bit for bit). Any dtype. In place: a
@@ -595,8 +617,44 @@ class Communicator:
         self._check(rc)
 
 
-    def broadcast(self, input, output, root=0, *, group_size=0, stream=None, dtype=None,
-                  shape=None):
+    def scatter(self, input: Optional[Buffers], output: Optional[Buffers], root: int = 0, *,
+                group_size: int = 0, stream: Streams = None, dtype: Optional[str] = None,
+                shape: Optional[ShapeArg] = None) -> None:
+        """Group rank ``root``'s ``input`` ([N, ...]) cut into rows: group rank
+        i gets rows chunk i (:func:`scatter_chunk`) in ``output`` ([count_i,
+        ...]), bit-exact, any dtype. Every rank's ``input`` has the root's
+        shape, but only the roots' are read: the other entries may be None
+        when ``shape`` (and, for a raw pointer, ``dtype``) says it. An empty
+        chunk's output may be None. The root's output may sit in its input
+        at its own chunk."""
+        r0 = c_int_arg(root, "root")
+        g = c_int_arg(group_size, "group_size")
+        raw: Any   # the inputs, one per rank (None: 0), or this rank's
+        if self.is_local:
+            raw = [0 if v is None else v for v in self._per_rank(input, "input")]
+            out_raw: Any = [0 if v is None else v for v in self._per_rank(output, "output")]
+        else:
+            raw = 0 if input is None else input
+            out_raw = 0 if output is None else output
+        ins = self._views(raw, "input", dtype, shape)
+        dt, name = self._dtype(ins, dtype, "input")
+        ndim = self._same_ndim(ins, "input")
+        me = range(self.nranks) if self.is_local else [self.rank]
+        size = [self._chunk_bytes(v, name, g, r) for v, r in zip(ins, me)]
+        outs = self._views(out_raw, "output", name, (), True, size)
+        streams = self._streams(stream)
+        arrays, sp = self._shape_arrays(ins, ndim)
+        if self.is_local:
+            rc = lib.collgen_scatter(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
+                                     _ptrs([v.ptr for v in outs]), r0, g, _ptrs(streams))
+        else:
+            rc = lib.collgen_rank_scatter(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
+                                          outs[0].ptr, r0, g, streams[0])
+        self._check(rc)
+
+    def broadcast(self, input: Optional[Buffers], output: Buffers, root: int = 0, *,
+                  group_size: int = 0, stream: Streams = None, dtype: Optional[str] = None,
+                  shape: Optional[ShapeArg] = None) -> None:
         """Copies group rank ``root``'s ``input`` into every ``output`` of its
         group (each group of ``group_size`` ranks, 0 = all), bit-exact, any
         dtype. Only the roots' inputs are read: the other entries may be
@@ -607,6 +665,7 @@ class Communicator:
         outs = self._views(output, "output", dtype, shape, True)
         dt, name = self._dtype(outs, dtype, "output")
         size = [v.numel * dtype_bytes(name) for v in outs]
+        raw: Any   # the inputs, one per rank (None: 0), or this rank's
         if self.is_local:
             raw = [0 if v is None else v for v in self._per_rank(input, "input")]
         else:
@@ -624,7 +683,7 @@ class Communicator:
         self._check(rc)
 
 
-def scatter_chunk(n, g, i):
+def scatter_chunk(n: int, g: int, i: int) -> Tuple[int, int]:
     """(start, count): the rows group rank i of g owns when n rows are
     scattered (reduce_scatter, reduce_scatter_rmsnorm): the library's
     collgen_scatter_chunk, so the package sizes outputs by the rule the

@@ -6,9 +6,9 @@ digits). Both forms are checked by the library when read back.
 """
 
 import ctypes
+from typing import Callable, Tuple, Union
 
-from ._abi import UniqueIdStruct, lib
-from ._library import constants
+from ._abi import UniqueIdStruct, constants, lib
 from .errors import check, last_error
 
 _BYTES = constants["UNIQUE_ID_BYTES"]
@@ -21,7 +21,7 @@ class UniqueId:
 
     __slots__ = ("_raw",)
 
-    def __init__(self, raw):
+    def __init__(self, raw: UniqueIdStruct) -> None:
         """Wraps a ``collgen_unique_id_t``; use new(), from_bytes() or from_text()."""
         if not isinstance(raw, UniqueIdStruct):
             raise TypeError("UniqueId(): use UniqueId.new(), UniqueId.from_bytes() or "
@@ -29,14 +29,14 @@ class UniqueId:
         self._raw = raw
 
     @classmethod
-    def new(cls):
+    def new(cls) -> "UniqueId":
         """A fresh id (random tag and secret)."""
         raw = UniqueIdStruct()
         check(lib.collgen_get_unique_id(ctypes.byref(raw)), last_error)
         return cls(raw)
 
     @classmethod
-    def from_text(cls, text):
+    def from_text(cls, text: Union[str, bytes]) -> "UniqueId":
         """Reads the 256-hex-digit text form; ``collgen.InvalidArgument`` when
         it is not a valid id (the message names the first bad character or check)."""
         if isinstance(text, bytes):
@@ -51,7 +51,7 @@ class UniqueId:
         return cls(raw)
 
     @classmethod
-    def from_bytes(cls, data):
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview]) -> "UniqueId":
         """Reads the 128-byte form (as ``bytes(uid)`` gives it), checked as
         from_text() checks the text."""
         data = bytes(data)
@@ -59,22 +59,22 @@ class UniqueId:
             raise ValueError(f"data: a unique id is {_BYTES} bytes, not {len(data)}")
         return cls.from_text(data.hex())
 
-    def __bytes__(self):
+    def __bytes__(self) -> bytes:
         return bytes(self._raw.internal)
 
-    def __str__(self):
+    def __str__(self) -> str:
         buf = ctypes.create_string_buffer(_TEXT_LEN + 1)
         check(lib.collgen_unique_id_to_text(ctypes.byref(self._raw), buf, len(buf)), last_error)
         return buf.value.decode()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "UniqueId(<secret>)"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, UniqueId) and bytes(self) == bytes(other)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(bytes(self))
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[[bytes], "UniqueId"], Tuple[bytes]]:
         return (UniqueId.from_bytes, (bytes(self),))

@@ -89,9 +89,10 @@ def test_processes_every_op(nranks, tmp_path):
     assert sum(k.startswith("all_gather_rmsnorm") for k in checks) == 6
     assert sum(k.startswith("fused_add_rmsnorm") for k in checks) == 10
     assert sum(k.startswith("reduce_scatter_rmsnorm") for k in checks) == 4
+    assert sum(k.startswith("scatter ") for k in checks) == 8
     if nranks == 2:
         assert any(k.startswith("torch.cuda.graph") for k in checks)
-        assert sum(k.startswith("torch.compile") for k in checks) == 3
+        assert sum(k.startswith("torch.compile") for k in checks) == 4
     else:
         assert "subgroup communicator" in checks
 
@@ -260,6 +261,33 @@ def test_local_broadcast(local):
             assert ref.bits_equal(o, xs[0])
     with pytest.raises(collgen.InvalidArgument, match="root 9 is not a group rank"):
         local.broadcast(xs, 9)
+
+
+def _chunk(rows, g, i):
+    """(start, count) of group rank i's chunk, written out here."""
+    base, extra = divmod(rows, g)
+    return i * base + min(i, extra), base + (i < extra)
+
+
+def test_local_scatter(local):
+    n = local.nranks
+    for dtype, shape in ((torch.bfloat16, (4097,)), (torch.int32, (n + 1, 3)),
+                         (torch.uint8, (1, 7)), (torch.float64, (0, 5))):
+        xs = ref.bit_inputs(11 + shape[0], n, shape, dtype)
+        for root in (0, n - 1):
+            got = local.scatter(xs, root)
+            torch.cuda.synchronize()
+            for r, o in enumerate(got):
+                start, count = _chunk(shape[0], n, r)
+                assert o.shape == (count,) + shape[1:]
+                assert ref.bits_equal(o, xs[root][start:start + count])
+        halves = local.scatter(xs, 1, group_size=2)
+        torch.cuda.synchronize()
+        for r, o in enumerate(halves):
+            start, count = _chunk(shape[0], 2, r % 2)
+            assert ref.bits_equal(o, xs[r // 2 * 2 + 1][start:start + count])
+    with pytest.raises(collgen.InvalidArgument, match="root 9 is not a group rank"):
+        local.scatter(xs, 9)
 
 
 def test_local_argument_checks(local):

@@ -218,6 +218,29 @@ def ops_scenario(comm):
                     same_bits(halves, xs[RANK // 2 * 2 + 1], "groups of 2, root 1")
                 same_on_every_rank("broadcast", got)
 
+    for dtype, shape in ((torch.bfloat16, (4097,)), (torch.uint8, (WORLD + 1, 1000)),
+                         (torch.int64, (1, 3)), (torch.float32, (0, 8))):
+        for root in sorted({0, WORLD - 1}):
+            seed += 1
+
+            @check(f"scatter {dtype} {shape} root={root}")
+            def _():
+                xs = ref.bit_inputs(seed, WORLD, shape, dtype)
+                ref.poison_allocator(max(1, shape[0]) * 8192)
+                got = comm.scatter(xs[RANK], root)
+                torch.cuda.synchronize()
+                base, extra = divmod(shape[0], WORLD)
+                start, count = RANK * base + min(RANK, extra), base + (RANK < extra)
+                assert tuple(got.shape) == (count,) + shape[1:], got.shape
+                same_bits(got, xs[root][start:start + count], "scatter chunk")
+                if WORLD >= 4:
+                    halves = comm.scatter(xs[RANK], 1, group_size=2)
+                    torch.cuda.synchronize()
+                    b2, e2 = divmod(shape[0], 2)
+                    i = RANK % 2
+                    s2, c2 = i * b2 + min(i, e2), b2 + (i < e2)
+                    same_bits(halves, xs[RANK // 2 * 2 + 1][s2:s2 + c2], "groups of 2, root 1")
+
     for dtype, shape in ((torch.bfloat16, (7, 3)), (torch.float16, (1, 8)),
                          (torch.float32, (301, 520)), (torch.bfloat16, (64, 4096))):
         for gs in sorted({0, 2} if WORLD >= 4 else {0}):
@@ -420,6 +443,18 @@ def compile_scenario(comm):
         got = fn(xs[RANK])
         torch.cuda.synchronize()
         exact_equal(got, xs[1] * 2 + 1, "compiled broadcast")
+
+
+    @check("torch.compile(fullgraph=True) of scatter (torch.ops.collgen.scatter)")
+    def _():
+        torch._dynamo.reset()
+        fn = torch.compile(lambda x: comm.scatter(x * 2, 0) + 1, fullgraph=True)
+        xs = ref.inputs(98, WORLD, (4 * WORLD + 1, 16), torch.bfloat16)
+        got = fn(xs[RANK])
+        torch.cuda.synchronize()
+        base, extra = divmod(4 * WORLD + 1, WORLD)
+        start, count = RANK * base + min(RANK, extra), base + (RANK < extra)
+        exact_equal(got, xs[0][start:start + count] * 2 + 1, "compiled scatter")
 
 
 def faults_scenario():

@@ -64,7 +64,8 @@ def test_check_raises_with_the_library_message():
         errors.check(rc, errors.last_error)
     assert e.value.status == rc
     assert e.value.message == ("collgen_catalog: unknown table 'no-such-table' (known: status, op, "
-                               "op_computes, dtype, dtype_reduces, fp8, transport, rank_state, "
+                               "op_computes, op_fp8, op_role, op_scalar, op_scalar_default, "
+                               "dtype, dtype_reduces, fp8, transport, rank_state, "
                                "struct, constant)")
     assert e.value.message == errors.last_error()
 

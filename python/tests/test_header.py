@@ -1,9 +1,11 @@
 """The package's C declarations (collgen._abi) against src/collgen.h: every
 bound function's return and argument types, every public struct's fields
 (names, order, types, array bounds) and the two callback typedefs; and the
-generated function table (collgen/_abi_functions.py) against what
-python/tools/gen_abi.py writes from the header now. The header is parsed by
-gen_abi.Header; the checker is itself tested on wrong declarations."""
+generated modules against what their generators write from the header now:
+the function table (collgen/_abi_functions.py, python/tools/gen_abi.py) and
+the exceptions (collgen/_errors_generated.py, python/tools/gen_errors.py).
+The header is parsed by gen_abi.Header; the checker is itself tested on
+wrong declarations."""
 
 import ctypes
 import os
@@ -17,6 +19,7 @@ from conftest import HEADER, PACKAGE_DIR, REPO
 
 sys.path.insert(0, os.path.join(REPO, "python", "tools"))
 import gen_abi  # noqa: E402
+import gen_errors  # noqa: E402
 
 CALLBACKS = {"collgen_allgather_fn": _abi.ALLGATHER_FN, "collgen_log_fn": _abi.LOG_FN}
 
@@ -104,30 +107,58 @@ def test_every_bound_function_matches_the_header(header):
     assert [f[0] for f in _abi.FUNCTIONS] == list(header.functions)
 
 
-def test_the_generated_function_table_is_current():
-    # A header change without `python3 python/tools/gen_abi.py` fails here.
+# Each generator of the package from collgen.h: (module, the module it
+# writes, a change of the header, lines its output then holds).
+GENERATED = {
+    "gen_abi": (gen_abi, "_abi_functions.py",
+                ("COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);",
+                 "COLLGEN_API int collgen_comm_check(collgen_comm_t *comm, int x);"),
+                ['("collgen_comm_check", "c_int", ["c_void_p", "c_int"])']),
+    "gen_errors": (gen_errors, "_errors_generated.py",
+                   ('XX(NCCL, -18, "an NCCL call failed")',
+                    'XX(NCCL, -18, "an NCCL call failed") XX(NEW_THING, -19, "it broke")'),
+                   ['class NewThingError(Error):\n    """it broke"""', '"NEW_THING": -19,',
+                    "-19: NewThingError,"]),
+}
+
+
+@pytest.mark.parametrize("tool", list(GENERATED))
+def test_the_generated_module_is_current(tool):
+    # A header change without `python3 python/tools/<tool>.py` fails here.
+    generator, module, _, _ = GENERATED[tool]
     with open(HEADER) as f:
-        want = gen_abi.render(f.read())
-    with open(os.path.join(PACKAGE_DIR, "_abi_functions.py")) as f:
+        want = generator.render(f.read())
+    with open(os.path.join(PACKAGE_DIR, module)) as f:
         got = f.read()
-    assert got == want, ("python/collgen/_abi_functions.py is stale: run "
-                         "python3 python/tools/gen_abi.py")
+    assert got == want, f"python/collgen/{module} is stale: run python3 python/tools/{tool}.py"
 
 
-def test_the_generator_notices_a_changed_header(tmp_path):
+@pytest.mark.parametrize("tool", list(GENERATED))
+def test_the_generator_notices_a_changed_header(tool, tmp_path):
+    generator, module, (old, new), lines = GENERATED[tool]
     with open(HEADER) as f:
         text = f.read()
-    changed = text.replace("COLLGEN_API int collgen_comm_check(collgen_comm_t *comm);",
-                           "COLLGEN_API int collgen_comm_check(collgen_comm_t *comm, int x);")
+    changed = text.replace(old, new)
     assert changed != text
-    out = tmp_path / "_abi_functions.py"
-    out.write_text(gen_abi.render(text))
-    assert gen_abi.main(["--check", "--header", HEADER, "--output", str(out)]) == 0
+    out = tmp_path / module
+    out.write_text(generator.render(text))
+    assert generator.main(["--check", "--header", HEADER, "--output", str(out)]) == 0
     header = tmp_path / "collgen.h"
     header.write_text(changed)
-    assert gen_abi.main(["--check", "--header", str(header), "--output", str(out)]) == 1
-    assert gen_abi.main(["--header", str(header), "--output", str(out)]) == 0
-    assert '("collgen_comm_check", "c_int", ["c_void_p", "c_int"])' in out.read_text()
+    assert generator.main(["--check", "--header", str(header), "--output", str(out)]) == 1
+    assert generator.main(["--header", str(header), "--output", str(out)]) == 0
+    for line in lines:
+        assert line in out.read_text(), line
+
+
+def test_the_exceptions_are_the_headers_statuses(header):
+    from collgen import _errors_generated as generated
+    assert list(generated.STATUSES.items()) == [(n, c) for n, c, _ in header.statuses]
+    assert len(header.statuses) >= 19 and header.statuses[0][:2] == ("OK", 0)
+    for name, code, desc in header.statuses[1:]:
+        cls = generated.BY_STATUS[code]
+        assert cls.__name__ == gen_errors.class_name(name) and cls.status == code
+        assert cls.__doc__ == desc
 
 
 def test_every_struct_matches_the_header(header):

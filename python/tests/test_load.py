@@ -1,6 +1,8 @@
 """Finding and loading libcollgen.so, and refusing a library that does not
 match the package: $COLLGEN_LIBRARY, next to the package, the system
-loader; every failure names each place tried; struct sizes are checked."""
+loader; every failure names each place tried; struct sizes and status
+codes are checked. Importing the package loads nothing: the library is
+loaded at its first use."""
 
 import ctypes
 import os
@@ -13,15 +15,17 @@ import collgen
 from collgen import _abi, _library
 from conftest import PACKAGE_DIR, PYTHON, library_env
 
-# Prints the class and message of the import's failure, or "imported <path>".
+# Imports the package, then uses the library (which loads it); prints the
+# class and message of the failure, or "imported <path>".
 IMPORT = """
+import collgen
 try:
-    import collgen
+    path = collgen.library_path()
 except ImportError as e:
     print(type(e).__module__ + "." + type(e).__name__)
     print(e)
 else:
-    print("imported " + collgen.library_path())
+    print("imported " + path)
 """
 
 
@@ -57,6 +61,54 @@ def test_missing_explicit_library_is_named(tmp_path):
     text = "\n".join(out[1:])
     assert f"$COLLGEN_LIBRARY: {missing} (no such file)" in text
     assert "next to the package" not in text, "an explicit path must be the only place tried"
+
+
+# Every first use of the library, in a fresh interpreter whose library is
+# missing: each prints its exception's class and message.
+FIRST_USES = """
+import collgen, collgen.catalog, collgen.errors
+import sys
+loaded = [m for m in sys.modules if m.startswith("collgen.") and m not in (
+    "collgen._library", "collgen.catalog", "collgen.errors", "collgen._errors_generated")]
+print("imported", loaded)
+# The exceptions need no library.
+e = collgen.TimeoutError("late", -12)
+assert isinstance(e, TimeoutError) and e.name == "COLLGEN_ERR_TIMEOUT", e.name
+assert collgen.error_class(-1) is collgen.InvalidArgument
+for use in (lambda: collgen.catalog.OPS, lambda: collgen.DTYPES, lambda: collgen.Communicator,
+            lambda: collgen.UniqueId, lambda: collgen.__version__, collgen.library_path,
+            lambda: collgen.catalog.dtype_bytes("bf16"), collgen.errors.last_error):
+    try:
+        use()
+    except ImportError as e:
+        print(repr((type(e).__name__, str(e))))
+    else:
+        print("no error")
+"""
+
+
+def test_import_loads_nothing_and_the_first_use_names_the_missing_library(tmp_path):
+    missing = str(tmp_path / "nowhere" / "libcollgen.so")
+    out = run_import(library_env(COLLGEN_LIBRARY=missing, LD_LIBRARY_PATH=""), code=FIRST_USES,
+                     cwd=str(tmp_path))
+    assert out[0] == "imported []", out
+    message = ("collgen: libcollgen.so could not be loaded; tried, in order:\n"
+               f"  $COLLGEN_LIBRARY: {missing} (no such file)\n"
+               "Set COLLGEN_LIBRARY to the library's path, or install it with cmake --install.")
+    assert out[1:] == [repr(("LibraryNotFound", message))] * 8
+
+
+def test_import_maps_no_library_until_its_first_use():
+    code = """
+import collgen, collgen.catalog
+maps = lambda: open("/proc/self/maps").read()
+print("libcollgen" in maps())
+print(sorted(collgen.catalog.OPS) == sorted(collgen.OPS))
+print("libcollgen" in maps())
+"""
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("no /proc/self/maps here")
+    assert run_import(library_env(), code=code) == ["False", "True", "True"]
 
 
 def test_library_without_catalog_is_refused(fake_cuda_path):
@@ -151,6 +203,35 @@ except ImportError as e:
     real = int(out[-1])
     assert (f"collgen_comm_info_t is {real - 8} bytes in the library but {real} in this "
             "package's declaration") in out[1]
+
+
+def _catalog_with_statuses(statuses):
+    cat = dict(_library.catalog)
+    cat["status"] = [_library.Entry(name, code, 0) for name, code in statuses]
+    return cat
+
+
+def test_the_status_table_matches_the_generated_exceptions():
+    from collgen import _errors_generated
+    assert {e.name: e.value for e in _library.catalog["status"]} == _errors_generated.STATUSES
+    assert _abi._check_statuses() is None
+
+
+def test_a_status_table_that_differs_is_refused_naming_each_difference(monkeypatch):
+    rows = [(e.name, e.value) for e in _library.catalog["status"]]
+    changed = [r for r in rows if r[0] != "PEER"] + [("NEW_ONE", -99)]
+    changed = [(n, -13 if n == "TIMEOUT" else c) for n, c in changed]
+    monkeypatch.setattr(_abi, "catalog", _catalog_with_statuses(changed))
+    with pytest.raises(collgen.LibraryNotFound) as e:
+        _abi._check_statuses()
+    text = str(e.value)
+    assert text.startswith("collgen: the library's status codes differ from this package's "
+                           "exceptions (collgen/_errors_generated.py): ")
+    for part in ("COLLGEN_ERR_TIMEOUT is -13 in the library but -12 in the package",
+                 "the library has COLLGEN_ERR_NEW_ONE (-99), the package does not",
+                 "the package has COLLGEN_ERR_PEER (-16), the library does not",
+                 "different versions of collgen.h; install them together"):
+        assert part in text, text
 
 
 def test_cmake_install_puts_the_package_beside_its_library(tmp_path):

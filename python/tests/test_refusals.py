@@ -75,9 +75,60 @@ def bc(e, dt, s0, s1, in0, in1, out0, out1, root=0, group=0):
                             group_size=group, dtype=dt)
 
 
+def sc(e, dt, s0, s1, in0, in1, out0, out1, root=0, group=0):
+    """bad_inputs.c's sc(): scatter, raw pointers with shape= when the ranks'
+    shapes are equal, else array-interface inputs of each shape."""
+    if s0 == s1:
+        return e.comm.scatter([in0, in1], [out0, out1], root, group_size=group, dtype=dt,
+                              shape=s0)
+    return e.comm.scatter(arrays([in0, in1], [s0, s1], dt), [out0, out1], root,
+                          group_size=group, dtype=dt)
+
+
 def BC(e, dt=BF, root=0, group=0, s=(1000,)):
     """bc() with valid buffers."""
     return bc(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], root, group)
+
+
+def rooted_rows(op, call):
+    """bad_inputs.c's rooted_cases(): what broadcast and scatter refuse
+    alike, through `call` (bc or sc), each row named "<op> <label>"."""
+    def ok(e, dt=BF, root=0, group=0, s=(1000,)):
+        return call(e, dt, s, s, e.IN[0], e.IN[1], e.OUT[0], e.OUT[1], root, group)
+    method = getattr(collgen.Communicator, op)
+    return [(f"{op} {what}", exc, frag, fn) for what, exc, frag, fn in [
+        ("comm NULL (Python)", ValueError, "the communicator is closed",
+         lambda e: method(closed(e), e.IN, e.OUT, 0, dtype=BF, shape=(1000,))),
+        ("root -1", INV, "root -1 is not a group rank (0..1)", lambda e: ok(e, root=-1)),
+        ("root 2 of 2", INV, "root 2 is not a group rank (0..1)", lambda e: ok(e, root=2)),
+        ("root 1, groups of one", INV, "root 1 is not a group rank (0..0)",
+         lambda e: ok(e, root=1, group=1)),
+        ("root 5, zero elements", INV, "root 5 is not a group rank",
+         lambda e: ok(e, root=5, s=(0,))),
+        ("dtype 9 (Python)", TypeError, "dtype must be a str", lambda e: ok(e, dt=9)),
+        ("tensor rank 0", INV, "tensor rank 1..8", lambda e: ok(e, s=())),
+        ("tensor rank 9", INV, "tensor rank 1..8", lambda e: ok(e, s=(1,) * 9)),
+        ("shapes differ", INV, "shapes differ",
+         lambda e: call(e, BF, (1000,), (999,), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+        ("same count, other dims", INV, "shapes differ",
+         lambda e: call(e, BF, (10, 100), (100, 10), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
+        ("negative dimension (Python)", ValueError, "shape[0]: -4 is outside",
+         lambda e: ok(e, s=(-4,))),
+        ("2^40 + 1 elements", INV, "COLLGEN_MAX_ELEMS", lambda e: ok(e, s=(MAX_ELEMS + 1,))),
+        ("group_size 3", INV, "group_size 3 does not divide", lambda e: ok(e, group=3)),
+        ("root's input NULL", INV, "input of rank 1 is NULL",
+         lambda e: call(e, BF, (1000,), (1000,), e.IN[0], None, e.OUT[0], e.OUT[1], 1)),
+        ("output of rank 0 NULL", INV, "output of rank 0 is NULL",
+         lambda e: call(e, BF, (1000,), (1000,), None, e.IN[1], 0, e.OUT[1], 1)),
+        ("f64 output at +4 bytes", ALIGN, "not aligned to its 8-byte",
+         lambda e: call(e, "f64", (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0] + 4, e.OUT[1])),
+        ("f64 root input at +4 bytes", ALIGN, "input of rank 0",
+         lambda e: call(e, "f64", (1000,), (1000,), e.IN[0] + 4, None, e.OUT[0], e.OUT[1])),
+        ("root's output 16 bytes into its input", INV, "only exact in-place is allowed",
+         lambda e: call(e, BF, (1000,), (1000,), e.IN[0], None, e.IN[0] + 16, e.OUT[1])),
+        ("groups of one: overlap still refused", INV, "partially overlaps",
+         lambda e: call(e, BF, (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0], e.IN[1] + 2, 0, 1)),
+    ]]
 
 
 def rsn(e, x0, ri0, nrm0, ro0, gam0, dt=BF, eps=1e-6, fp8=None, s=SH):
@@ -227,35 +278,24 @@ CASES = [
      lambda e: ar(e, BF, (1000,), (1000,), e.IN[0], e.OUT[1] + 16, e.OUT[0], e.OUT[1])),
     ("groups of one: overlap still refused", INV, "partially overlaps",
      lambda e: ar(e, BF, (1000,), (1000,), e.IN[0], e.IN[1], e.IN[0] + 2, e.OUT[1], 1)),
-    # broadcast_cases
-    ("broadcast comm NULL (Python)", ValueError, "the communicator is closed",
-     lambda e: closed(e).broadcast(e.IN, e.OUT, 0, dtype=BF, shape=(1000,))),
-    ("broadcast root -1", INV, "root -1 is not a group rank (0..1)", lambda e: BC(e, root=-1)),
-    ("broadcast root 2 of 2", INV, "root 2 is not a group rank (0..1)", lambda e: BC(e, root=2)),
-    ("broadcast root 1, groups of one", INV, "root 1 is not a group rank (0..0)",
-     lambda e: BC(e, root=1, group=1)),
-    ("broadcast root 5, zero elements", INV, "root 5 is not a group rank",
-     lambda e: BC(e, root=5, s=(0,))),
-    ("broadcast dtype 9 (Python)", TypeError, "dtype must be a str", lambda e: BC(e, dt=9)),
-    ("broadcast tensor rank 0", INV, "tensor rank 1..8", lambda e: BC(e, s=())),
-    ("broadcast shapes differ", INV, "shapes differ",
-     lambda e: bc(e, BF, (1000,), (999,), e.IN[0], e.IN[1], e.OUT[0], e.OUT[1])),
-    ("broadcast negative dimension (Python)", ValueError, "shape[0]: -4 is outside",
-     lambda e: BC(e, s=(-4,))),
-    ("broadcast 2^40 + 1 elements", INV, "COLLGEN_MAX_ELEMS", lambda e: BC(e, s=(MAX_ELEMS + 1,))),
-    ("broadcast group_size 3", INV, "group_size 3 does not divide", lambda e: BC(e, group=3)),
-    ("broadcast root's input NULL", INV, "input of rank 1 is NULL",
-     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], None, e.OUT[0], e.OUT[1], 1)),
-    ("broadcast output of rank 0 NULL", INV, "output of rank 0 is NULL",
-     lambda e: bc(e, BF, (1000,), (1000,), None, e.IN[1], 0, e.OUT[1], 1)),
-    ("broadcast f64 output at +4 bytes", ALIGN, "not aligned to its 8-byte",
-     lambda e: bc(e, "f64", (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0] + 4, e.OUT[1])),
-    ("broadcast f64 root input at +4 bytes", ALIGN, "input of rank 0",
-     lambda e: bc(e, "f64", (1000,), (1000,), e.IN[0] + 4, None, e.OUT[0], e.OUT[1])),
-    ("broadcast root's output 16 bytes into its input", INV, "only exact in-place is allowed",
-     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], None, e.IN[0] + 16, e.OUT[1])),
-    ("broadcast groups of one: overlap still refused", INV, "partially overlaps",
-     lambda e: bc(e, BF, (1000,), (1000,), e.IN[0], e.IN[1], e.OUT[0], e.IN[1] + 2, 0, 1)),
+    # broadcast_cases and scatter_cases (rooted_cases, then scatter's own)
+    *rooted_rows("broadcast", bc),
+    *rooted_rows("scatter", sc),
+    ("scatter root 1's output at chunk 0 of its input", INV, "is the same buffer as",
+     lambda e: sc(e, BF, (1000,), (1000,), None, e.IN[1], e.OUT[0], e.IN[1], 1)),
+    ("scatter root 0's output at rank 1's chunk", INV, "only exact in-place is allowed",
+     lambda e: sc(e, BF, (1000,), (1000,), e.IN[0], None, e.IN[0] + 1000, e.OUT[1], 0)),
+    ("scatter root 1's output an element past its chunk", INV, "partially overlaps",
+     lambda e: sc(e, BF, (1000,), (1000,), None, e.IN[1], e.OUT[0], e.IN[1] + 1002, 1)),
+    ("scatter [999]: root 1's output at 499 rows, not its start of 500", INV,
+     "only exact in-place is allowed",
+     lambda e: sc(e, BF, (999,), (999,), None, e.IN[1], e.OUT[0], e.IN[1] + 998, 1)),
+    ("scatter i64 (copy-only) gets to the buffer checks", INV, "output of rank 0 is NULL",
+     lambda e: sc(e, "i64", (1000,), (1000,), e.IN[0], None, None, e.OUT[1], 0)),
+    ("scatter [3] u8: the one-row chunk needs its output", INV, "output of rank 1 is NULL",
+     lambda e: sc(e, "u8", (3,), (3,), e.IN[0], None, e.OUT[0], None, 0)),
+    ("scatter non-root bf16 output at an odd byte", ALIGN, "output of rank 1 (",
+     lambda e: sc(e, BF, (1000,), (1000,), e.IN[0], None, e.OUT[0], e.OUT[1] + 1, 0)),
     # rmsnorm_cases (all_gather_rmsnorm)
     ("rmsnorm comm NULL (Python)", ValueError, "the communicator is closed",
      lambda e: closed(e).all_gather_rmsnorm(e.IN, e.GAM, e.NRM, e.RES, 1e-6, dtype=BF, shape=SH)),
@@ -265,8 +305,8 @@ CASES = [
     ("eps NaN", INV, "eps must be finite", lambda e: AG(e, eps=NAN)),
     ("eps -1", INV, "eps must be finite", lambda e: AG(e, eps=-1.0)),
     ("eps inf", INV, "eps must be finite", lambda e: AG(e, eps=INF)),
-    ("weight_offset inf", INV, "weight_offset finite", lambda e: AG(e, wo=-INF)),
-    ("weight_offset NaN", INV, "weight_offset finite", lambda e: AG(e, wo=NAN)),
+    ("weight_offset inf", INV, "weight_offset must be a finite number", lambda e: AG(e, wo=-INF)),
+    ("weight_offset NaN", INV, "weight_offset must be a finite number", lambda e: AG(e, wo=NAN)),
     ("cols differ", INV, "only dimension 0 may differ",
      lambda e: ag(e, BF, SH, (4, 512), e.IN[0], e.NRM[0], e.RES[0], e.GAM[0])),
     row("inner dims differ", INV, "only dimension 0 may differ",
@@ -310,7 +350,7 @@ CASES = [
     ("residual op eps NaN", INV, "eps must be finite", lambda e: RR(e, eps=NAN)),
     ("residual op eps -1e-6", INV, "eps must be finite", lambda e: RR(e, eps=-1e-6)),
     ("residual op eps inf", INV, "eps must be finite", lambda e: RR(e, eps=INF)),
-    ("residual op weight_offset NaN", INV, "weight_offset finite", lambda e: RR(e, wo=NAN)),
+    ("residual op weight_offset NaN", INV, "weight_offset must be a finite number", lambda e: RR(e, wo=NAN)),
     ("residual op shapes differ", INV, "shapes differ",
      lambda e: rr(e, BF, SH, (4, 512), e.IN[0], e.RES[0], e.NRM[0], e.OUT[0], e.GAM[0])),
     row("residual op rows differ (3-D)", INV, "shapes differ",
@@ -491,6 +531,7 @@ INEXPRESSIBLE = {
     "normed_fp8 array NULL", "fp8 residual_out array NULL",
     "broadcast shapes NULL", "broadcast streams NULL", "broadcast inputs NULL",
     "broadcast outputs NULL",
+    "scatter shapes NULL", "scatter streams NULL", "scatter inputs NULL", "scatter outputs NULL",
     "all_gather shapes NULL", "all_gather inputs NULL", "all_gather outputs NULL",
     "reduce_scatter streams NULL",
 }
@@ -498,7 +539,12 @@ INEXPRESSIBLE = {
 
 def test_every_row_of_the_c_table_is_here_or_inexpressible():
     with open(os.path.join(REPO, "tests", "bad_inputs.c")) as f:
-        rows = set(re.findall(r'CASE(?:_TLS)?\(\s*"([^"]+)"', f.read()))
+        text = f.read()
+    rows = set(re.findall(r'CASE(?:_TLS)?\(\s*"([^"]+)"', text))
+    # rooted_cases(e, fn, "op") names its rows "op <label>" at run time
+    labels = re.findall(r'RCASE\(\w+,\s*"([^"]+)"', text)
+    for op in re.findall(r'rooted_cases\(e, collgen_\w+, "(\w+)"\)', text):
+        rows |= {f"{op} {label}" for label in labels}
     here = {_what(c).removesuffix(" (Python)") for c in CASES}
     assert len(rows) > 100
     assert rows - here - INEXPRESSIBLE == set()

@@ -55,7 +55,8 @@ def _constant(expr, defines):
 class Header:
     """What collgen.h declares: ``functions`` {name: (ret, [arg types])} in
     declaration order, ``structs`` {typedef name: [(field, type)]},
-    ``callbacks`` {name: (ret, [args])}. A type is a ctypes scalar type,
+    ``callbacks`` {name: (ret, [args])}, ``statuses`` [(name, code,
+    description)] of COLLGEN_ERRNO_MAP in its order. A type is a ctypes scalar type,
     c_char_p, c_void_p (a handle or an opaque pointer), None (void),
     ("ptr", T), ("array", n, T), ("struct", public typedef name),
     ("callback", typedef name) or ("anon", [(field, T)]) for a struct
@@ -71,6 +72,12 @@ class Header:
                 self.defines[m.group(1)] = _constant(m.group(2), self.defines)
             except (KeyError, ValueError, SyntaxError):
                 pass
+        # The status codes: XX(NAME, value, "description") of COLLGEN_ERRNO_MAP.
+        m = re.search(r"^\s*#\s*define\s+COLLGEN_ERRNO_MAP\(\s*(\w+)\s*\)(.*)$", text, flags=re.M)
+        self.statuses = [] if m is None else [
+            (name, int(value), desc) for name, value, desc in re.findall(
+                r"\b%s\(\s*(\w+)\s*,\s*(-?\d+)\s*,\s*\"([^\"\\]*)\"\s*\)" % m.group(1),
+                m.group(2))]
         # Field lists (#define NAME(X) X(type, name, bound, ...) ...): a struct
         # body of NAME(MEMBER) declares "type name bound;" per row.
         self.field_lists = {}
@@ -242,15 +249,19 @@ def render(header_text):
     return "\n".join(lines)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run(argv, render_fn, output, tool):
+    """The command line of a generator of the package from collgen.h:
+    rewrite ``output`` with ``render_fn(header text)``, or with --check
+    exit 1 when it differs (``tool``: the script, from the repository root)."""
+    p = argparse.ArgumentParser(description=f"Writes {os.path.relpath(output, REPO)} from "
+                                "src/collgen.h")
     p.add_argument("--check", action="store_true",
                    help="exit 1 when the module differs from what the header gives")
     p.add_argument("--header", default=HEADER)
-    p.add_argument("--output", default=OUTPUT)
+    p.add_argument("--output", default=output)
     a = p.parse_args(argv)
     with open(a.header) as f:
-        text = render(f.read())
+        text = render_fn(f.read())
     try:
         with open(a.output) as f:
             current = f.read()
@@ -258,13 +269,17 @@ def main(argv=None):
         current = None
     if a.check:
         if current != text:
-            print(f"{a.output} is stale: run python3 python/tools/gen_abi.py", file=sys.stderr)
+            print(f"{a.output} is stale: run python3 {tool}", file=sys.stderr)
             return 1
         return 0
     if current != text:
         with open(a.output, "w") as f:
             f.write(text)
     return 0
+
+
+def main(argv=None):
+    return run(argv, render, OUTPUT, "python/tools/gen_abi.py")
 
 
 if __name__ == "__main__":

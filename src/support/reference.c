@@ -284,6 +284,15 @@ void collgen__ref_broadcast(collgen_dtype_t dtype, int64_t n, int group, int roo
     if (out[g] != in[root]) memmove(out[g], in[root], bytes);
 }
 
+void collgen__ref_scatter(collgen_dtype_t dtype, int64_t rows, int64_t row_elems, int group,
+                          int i, const void *in, void *out) {
+  const size_t row_bytes = (size_t)row_elems * elem_bytes(__func__, dtype);
+  /* the chunk rule written out here, not the runtime's function */
+  const int64_t base = rows / group, extra = rows % group;
+  const int64_t count = base + (i < extra), start = i * base + (i < extra ? i : extra);
+  if (count) memmove(out, (const char *)in + (size_t)start * row_bytes, (size_t)count * row_bytes);
+}
+
 void collgen__ref_all_gather(collgen_dtype_t dtype, int group, const int64_t *elems,
                              const void *const *in, void *out) {
   const size_t esize = elem_bytes(__func__, dtype);

@@ -132,6 +132,12 @@ double collgen__ref_rmsnorm_scale(collgen_dtype_t dtype, const void *residual,
 ** rounding), 64 ulps for f32 (f32 accumulation over the row); equal for
 ** a copy-only dtype. */
 int collgen__ref_close(collgen_dtype_t dtype, double got, double exact);
+/* scatter: group rank i's part, out = rows chunk i (rows / group rows,
+** one more for the first rows % group ranks, in group-rank order) of `in`, the root's input of rows x row_elems
+** elements of any dtype, bit for bit. */
+void collgen__ref_scatter(collgen_dtype_t dtype, int64_t rows, int64_t row_elems, int group,
+                          int i, const void *in, void *out);
+
 /* all_gather: the `group` shards in[g] (elems[g] elements of any dtype,
 ** copy-only ones too) concatenated in group order into out, bit for bit.
 ** A shard may already sit at its offset in out (in place). */

@@ -15,6 +15,8 @@
 ** (>= 128 MB per rank) so successive calls read different memory. busbw
 ** follows nccl-tests: allreduce algbw*2(n-1)/n, all-gather (gathered
 ** bytes)/t*(n-1)/n. Also measures JIT costs and host overhead per call.
+** The op sections are each op's entry bench_op_<id> (bench.h), run in
+** catalog order after those.
 **
 ** usage: collgen-bench [--csv FILE] [--quick] [--tune] [--max-bytes N]
 **                      [--dtype bf16|f16|f32] [--group-size G] [--model] [--floor] [--fp8]
@@ -26,9 +28,10 @@
 ** path (bench_nccl_sym.c) is a column of the allreduce and fused tables.
 ** --ranks N (2..8) maps N ranks onto the GPUs there are (allow_shared_devices,
 ** grids of at most 8 blocks so every rank's blocks fit at once) and runs
-** the broadcast, all_gather, reduce_scatter_sum and reduce_scatter_rmsnorm
-** sections, each checked first, without NCCL (one rank per GPU): a check
-** of those sections on one GPU; its times are not a measure.
+** the sections marked BENCH_IN_RANKS (all_gather, reduce_scatter_sum,
+** broadcast and reduce_scatter_rmsnorm), each checked first, without NCCL
+** (one rank per GPU): a check of those sections on one GPU; its times are
+** not a measure.
 */
 #define _GNU_SOURCE
 #include "bench.h"
@@ -398,6 +401,9 @@ static void bench_allreduce(bench_t *b, size_t max_bytes) {
   }
 }
 
+/* In --tune too (at most 256 MiB there). */
+const bench_op bench_op_allreduce_sum = {{{bench_allreduce, BENCH_IN_TUNE}}};
+
 /* ---- broadcast ---------------------------------------------------------- */
 
 /* From the last rank of each group; the arena and sizes of allreduce. */
@@ -496,6 +502,8 @@ static void bench_broadcast(bench_t *b, size_t max_bytes) {
     collgen__dev_free(b->comm, r, a.out[r]);
   }
 }
+
+const bench_op bench_op_broadcast = {{{bench_broadcast, BENCH_IN_RANKS}}};
 
 /* ---- allgather_rmsnorm -------------------------------------------------- */
 
@@ -602,7 +610,7 @@ static int rms_result_ok(bench_t *b, rms_arg *a, launch_fn fn, const char *who) 
   return ok;
 }
 
-static void bench_rmsnorm(bench_t *b) {
+static void bench_rmsnorm(bench_t *b, size_t max_bytes) {
   static const int64_t rows_list[] = {1, 8, 32, 128, 512, 2048, 8192, 16384};
   static const int64_t cols_list[] = {2048, 4096, 8192, 16384};
   const int g = group_of(b);
@@ -676,6 +684,8 @@ static void bench_rmsnorm(bench_t *b) {
       }
     }
 }
+
+const bench_op bench_op_allgather_rmsnorm = {{{bench_rmsnorm, BENCH_IN_TUNE}}};
 
 /* ---- JIT costs and host overhead ---------------------------------------- */
 
@@ -882,6 +892,36 @@ static void bench_all_gather(bench_t *b, size_t max_bytes) {
   }
 }
 
+const bench_op bench_op_all_gather = {{{bench_all_gather, BENCH_IN_RANKS}}};
+
+/* ---- the sections of every op ------------------------------------------- */
+
+static const bench_op *const ops[] = {
+#define BENCH_ENTRY(NAME, value, id, ...) [value] = &bench_op_##id,
+    COLLGEN_OP_MAP(BENCH_ENTRY)
+#undef BENCH_ENTRY
+};
+
+/* Op i's entry (i = 0 .. collgen__op_count() - 1). */
+static const bench_op *op_entry(int i) { return ops[collgen__op_at(i)->op]; }
+
+/* Dies unless every op of the catalog has a section, before any GPU work. */
+static void check_sections(void) {
+  for (int i = 0; i < collgen__op_count(); ++i)
+    if (!op_entry(i)->sections[0].run)
+      die(collgen__op_at(i)->name, "no section in its bench_op entry (tests/bench/bench.h)");
+}
+
+/* Every section of every op, in catalog order, that run `in` has
+** (BENCH_IN_*; 0: the default run, which has them all). */
+static void run_sections(bench_t *b, unsigned in, size_t max_bytes) {
+  for (int i = 0; i < collgen__op_count(); ++i) {
+    const bench_op *e = op_entry(i);
+    for (int k = 0; k < BENCH_MAX_SECTIONS && e->sections[k].run; ++k)
+      if (!in || (e->sections[k].in & in)) e->sections[k].run(b, max_bytes);
+  }
+}
+
 int main(int argc, char **argv) {
   bench_t b;
   memset(&b, 0, sizeof b);
@@ -924,6 +964,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  check_sections();
   char err[512];
   if (collgen__driver_load(err, sizeof err) != COLLGEN_OK) die("driver", err);
   int count = 0;
@@ -958,10 +999,7 @@ int main(int argc, char **argv) {
   if (b.no_nccl) {
     printf("collgen-bench: %d ranks mapped onto %d GPU(s) (grids of at most 8 blocks), no NCCL: "
            "a check of the sections below; the times are not a measure\n", b.n, count);
-    bench_broadcast(&b, max_bytes);
-    bench_all_gather(&b, max_bytes);
-    bench_reduce_scatter(&b, max_bytes);
-    bench_reduce_scatter_rmsnorm(&b);
+    run_sections(&b, BENCH_IN_RANKS, max_bytes);
     printf("\ncollgen-bench: done (all results checked against the CPU reference)\n");
     if (b.csv) fclose(b.csv);
     collgen_comm_destroy(b.comm);
@@ -972,7 +1010,7 @@ int main(int argc, char **argv) {
   if (model || floor_only || fp8_only) { /* only the tables named */
     if (model) bench_model(&b);
     if (floor_only) bench_floor(&b);
-    if (fp8_only) bench_residual_rmsnorm_fp8(&b);
+    if (fp8_only) run_sections(&b, BENCH_IN_FP8, max_bytes);
   } else if (b.tune) {
     /* Same kernels, grid caps from 16 to 256 blocks: one communicator per
     ** cap (they share the primary contexts, so the streams stay valid). */
@@ -984,22 +1022,14 @@ int main(int argc, char **argv) {
       o.max_blocks = caps[k];
       if (collgen_comm_create(&b.comm, b.n, devs, &o) != COLLGEN_OK) die("comm", collgen_last_error());
       printf("\n=== tune: grid cap %d blocks ===", caps[k]);
-      bench_allreduce(&b, 256u << 20);
-      bench_rmsnorm(&b);
+      run_sections(&b, BENCH_IN_TUNE, 256u << 20);
       collgen_comm_destroy(b.comm);
     }
     b.comm = main_comm;
   } else {
     bench_jit(b.dt);
     bench_host_overhead(&b);
-    bench_allreduce(&b, max_bytes);
-    bench_rmsnorm(&b);
-    bench_residual_rmsnorm(&b);
-    bench_residual_rmsnorm_fp8(&b);
-    bench_broadcast(&b, max_bytes);
-    bench_all_gather(&b, max_bytes);
-    bench_reduce_scatter(&b, max_bytes);
-    bench_reduce_scatter_rmsnorm(&b);
+    run_sections(&b, 0, max_bytes);
   }
   if (b.csv) fclose(b.csv);
   for (int r = 0; r < b.n; ++r) ncclCommDestroy(b.nccl[r]);

@@ -1,9 +1,13 @@
 /*
 ** bench.h -- what the sections of collgen-bench share (bench.c): the run's
-** state, the timing loop, random uploads, result checks and error exits.
-** Each op's section is one function; bench_residual.c holds the fused
-** allreduce + residual + RMSNorm one, bench_reduce_scatter.c the
-** reduce-scatter one, bench_model.c the decode step,
+** state, the timing loop, random uploads, result checks and error exits,
+** and the sections themselves: every op of COLLGEN_OP_MAP has an entry
+** bench_op_<id> (its sections, bench_op below), which bench.c runs in
+** catalog order; without it collgen-bench does not link. bench.c holds
+** the entries of allreduce_sum, allgather_rmsnorm, broadcast and
+** all_gather, bench_residual.c the fused allreduce + residual + RMSNorm
+** one, bench_reduce_scatter.c the reduce-scatter one, bench_rs_rmsnorm.c
+** the reduce-scatter + RMSNorm one; bench_model.c the decode step,
 ** bench_floor.c the cross-GPU flag floor, bench_nccl_sym.c NCCL's
 ** symmetric windows.
 */
@@ -149,16 +153,29 @@ int rr_sym_attach(bench_t *b, const rr_arg *a, rr_arg *s, sym_buf *w);
 ** (collgen__scatter_chunk). 1 when right, else 0 with a message naming
 ** `who` and the rank. */
 int rr_result_ok(bench_t *b, rr_arg *a, launch_fn fn, const char *who, int exact, int chunked);
-/* The sections: against the unfused baselines, and the FP8 output against
-** the plain fused op (skipped below sm_89). */
-void bench_residual_rmsnorm(bench_t *b);
-void bench_residual_rmsnorm_fp8(bench_t *b);
-/* reduce_scatter_sum against ncclReduceScatter, 64 KiB .. max_bytes per
-** rank (bench_reduce_scatter.c). */
-void bench_reduce_scatter(bench_t *b, size_t max_bytes);
-/* reduce_scatter_rmsnorm against ncclReduceScatter + the plain kernel
-** (bench_rs_rmsnorm.c). */
-void bench_reduce_scatter_rmsnorm(bench_t *b);
+
+/* ---- the sections of each op ---- */
+/* Which runs besides the default one (which has every section) have a
+** section: --tune, --ranks N (ranks mapped onto fewer GPUs, no NCCL: the
+** section skips its NCCL columns when b->no_nccl), --fp8. */
+enum { BENCH_IN_TUNE = 1, BENCH_IN_RANKS = 2, BENCH_IN_FP8 = 4 };
+#define BENCH_MAX_SECTIONS 2
+/* One table of an op: `run` prints it, and its CSV rows to b->csv, sizes
+** up to max_bytes where it has a byte axis; it checks each path's result
+** against the CPU reference before timing it (a wrong collgen result
+** exits 1; a wrong baseline is reported and left out). */
+typedef struct {
+  void (*run)(bench_t *b, size_t max_bytes);
+  unsigned in;   /* BENCH_IN_*: the other runs that have it */
+} bench_section;
+/* An op's entry: its sections, in the order they run, up to the first
+** without `run` (at least one). */
+typedef struct {
+  bench_section sections[BENCH_MAX_SECTIONS];
+} bench_op;
+#define BENCH_OP_DECL(NAME, value, id, ...) extern const bench_op bench_op_##id;
+COLLGEN_OP_MAP(BENCH_OP_DECL)
+#undef BENCH_OP_DECL
 
 /* collgen-bench --model (bench_model.c): the 32-layer decode step. */
 void bench_model(bench_t *b);

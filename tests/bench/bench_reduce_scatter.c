@@ -74,7 +74,7 @@ static int rs_ok(bench_t *b, rs_arg *a, launch_fn fn, const char *who, int exact
   return ok;
 }
 
-void bench_reduce_scatter(bench_t *b, size_t max_bytes) {
+static void bench_reduce_scatter(bench_t *b, size_t max_bytes) {
   rs_arg a;
   memset(&a, 0, sizeof a);
   FOR_LOCAL(b, r) {
@@ -118,3 +118,5 @@ void bench_reduce_scatter(bench_t *b, size_t max_bytes) {
     collgen__dev_free(b->comm, r, a.out[r]);
   }
 }
+
+const bench_op bench_op_reduce_scatter_sum = {{{bench_reduce_scatter, BENCH_IN_RANKS}}};

@@ -200,7 +200,7 @@ int rr_sym_attach(bench_t *b, const rr_arg *a, rr_arg *s, sym_buf *w) {
   return 0;
 }
 
-void bench_residual_rmsnorm(bench_t *b) {
+static void bench_residual_rmsnorm(bench_t *b, size_t max_bytes) {
   static const int64_t rows_list[] = {1, 8, 32, 128, 1024, 8192};
   static const int64_t cols_list[] = {4096, 8192};
   const int g = group_of(b);
@@ -330,7 +330,7 @@ static void check_fp8(bench_t *b, rr_arg *a) {
   free(scales);
 }
 
-void bench_residual_rmsnorm_fp8(bench_t *b) {
+static void bench_residual_rmsnorm_fp8(bench_t *b, size_t max_bytes) {
   static const int64_t rows_list[] = {1, 8, 32, 128};
   static const int64_t cols_list[] = {4096, 8192};
   const int g = group_of(b);
@@ -379,3 +379,10 @@ void bench_residual_rmsnorm_fp8(bench_t *b) {
     rr_free(b, &a);
   }
 }
+
+/* Against the unfused baselines, then the FP8 output against the plain
+** fused op (skipped below sm_89; the one table of --fp8). */
+const bench_op bench_op_allreduce_residual_rmsnorm = {{
+    {bench_residual_rmsnorm, 0},
+    {bench_residual_rmsnorm_fp8, BENCH_IN_FP8},
+}};

@@ -40,7 +40,7 @@ static void launch_nccl(bench_t *b, void *vp, int iter) {
                              a->cols);
 }
 
-void bench_reduce_scatter_rmsnorm(bench_t *b) {
+static void bench_reduce_scatter_rmsnorm(bench_t *b, size_t max_bytes) {
   static const int64_t rows_list[] = {8, 64, 1024, 8192};
   const int64_t cols = 8192;
   const int g = group_of(b);
@@ -81,3 +81,5 @@ void bench_reduce_scatter_rmsnorm(bench_t *b) {
     rr_free(b, &a);
   }
 }
+
+const bench_op bench_op_reduce_scatter_rmsnorm = {{{bench_reduce_scatter_rmsnorm, BENCH_IN_RANKS}}};

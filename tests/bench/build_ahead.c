@@ -27,7 +27,7 @@
 #include "test_util.h"
 
 static const collgen_op_t OPS[] = {
-#define OP_ENTRY(NAME, value, id, tpl, min_rank, computes) COLLGEN_OP_##NAME,
+#define OP_ENTRY(NAME, value, id, tpl, min_rank, computes, fp8) COLLGEN_OP_##NAME,
     COLLGEN_OP_MAP(OP_ENTRY)
 #undef OP_ENTRY
 };

@@ -52,8 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!comm) init();
   const uint8_t *p = data, *end = data + size;
   /* 3: allreduce_residual_rmsnorm_fp8, 4: broadcast, 5: all_gather, 6: reduce_scatter_sum,
-  ** 7, 8: reduce_scatter_rmsnorm(_fp8) */
-  int op = (int)(take(&p, end, 1) % 9);
+  ** 7, 8: reduce_scatter_rmsnorm(_fp8), 9: scatter */
+  int op = (int)(take(&p, end, 1) % 10);
   collgen_dtype_t dtype = (collgen_dtype_t)((int)(take(&p, end, 1) % 5) - 1);
   int trank = (int)(take(&p, end, 1) % 10);
   int group = (int)(take(&p, end, 1) % 10) - 1;
@@ -101,6 +101,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   else if (op == 4) /* the root from the eps bits: mostly in range, sometimes not */
     rc = collgen_broadcast(comm, dtype, trank, shapes, (const void *const *)ptr[0], ptr[1],
                            (int)(eb % 12) - 2, group, streams);
+  else if (op == 9) /* the root as broadcast's */
+    rc = collgen_scatter(comm, dtype, trank, shapes, (const void *const *)ptr[0], ptr[1],
+                         (int)(eb % 12) - 2, group, streams);
   else if (op == 5)
     rc = collgen_all_gather(comm, dtype, trank, shapes, (const void *const *)ptr[0], ptr[1],
                             group, streams);

@@ -384,6 +384,9 @@ __device__ __forceinline__ void ll_finish(const collgen_kparams &p, collgen_sign
   }
 }
 
+// Copying bytes with every thread of the grid, for the kernels that move
+// bits (all_gather, scatter): 16-byte vectors where both pointers are
+// aligned, then the element tail.
 // 16-byte vectors each thread keeps in flight per loop trip: more
 // outstanding loads hide the link's latency.
 #define UNROLL 4

@@ -14,15 +14,19 @@
   ``torch.ops.collgen.*`` (functional, with fake implementations; one per
   row of op_table.py, plus an ``_fp8`` form for the FP8 ones), so
   ``torch.compile(fullgraph=True)`` traces through them and CUDA graphs
-  capture them.
+  capture them. Every op runs one generic path driven by its row of
+  op_table.py (collgen/torch/communicator.py).
 
-See docs/python.md.
+Importing collgen.torch loads no library (torch.ops.collgen.* are
+registered without it): the first Communicator does. See docs/python.md.
 """
+
+from typing import TYPE_CHECKING, Any, Tuple
 
 import torch as _torch
 
 
-def _version_tuple(v):
+def _version_tuple(v: str) -> Tuple[int, ...]:
     out = []
     for part in v.split("+")[0].split(".")[:2]:
         digits = "".join(ch for ch in part if ch.isdigit())
@@ -35,7 +39,18 @@ if _version_tuple(_torch.__version__) < (2, 4) or not hasattr(_torch.library, "r
                       f"this is torch {_torch.__version__}. The core package `collgen` works "
                       "without torch.")
 
-from .communicator import Communicator, TORCH_DTYPES  # noqa: E402
+from . import communicator as _communicator  # noqa: E402
+from .communicator import Communicator  # noqa: E402
 from . import ops  # noqa: E402,F401  (registers torch.ops.collgen.*)
 
+if TYPE_CHECKING:
+    from .communicator import TORCH_DTYPES
+
 __all__ = ["Communicator", "TORCH_DTYPES"]
+
+
+def __getattr__(name: str) -> Any:
+    """TORCH_DTYPES, made from the library's catalog at its first use."""
+    if name == "TORCH_DTYPES":
+        return _communicator.TORCH_DTYPES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,31 +1,44 @@
 """collgen.torch.Communicator: collgen's ops on torch tensors.
 
-Eager calls go straight to the C library on the current stream (a few
-microseconds of Python); under ``torch.compile`` the same methods call the
-functional ``torch.ops.collgen.*`` ops (collgen/torch/ops.py), so Dynamo
-traces them without a graph break. Every tensor is checked before the
-call (device, dtype, contiguity, shape), each failure a TypeError or
-ValueError naming the argument; the library then checks the call again
-before anything is launched.
+Every op runs one generic path, driven by its row of op_table.py. The
+public method turns its arguments into the row's (the arguments of
+``torch.ops.collgen.<name>`` but comm and group_size, plus the outputs the
+caller gave) and calls ``_run``, which
+
+* under ``torch.compile`` calls ``torch.ops.collgen.<name>`` (registered by
+  collgen/torch/ops.py, so Dynamo traces it without a graph break) and
+  copies its results into the outputs the caller gave;
+* otherwise checks every tensor (device, dtype, contiguity, and the shape
+  the row's rule gives it), allocates the outputs the caller did not give
+  by the row's output rules (the rules of the fake implementations), and
+  calls the op's C entry point with the row's ``call`` arguments, on the
+  current stream: ``collgen_rank_<op>`` for one process per GPU (a few
+  microseconds of Python), ``collgen_<op>`` with every rank's tensors for
+  ``Communicator.local``.
+
+The CUDA kernel of ``torch.ops.collgen.<name>`` is the same eager path
+(``_op``). A failed check is a TypeError or ValueError naming the
+argument; the library then checks the call again before anything is
+launched. Importing this module loads nothing: the library is loaded when
+the first Communicator is made.
 """
 
 import itertools
-from ctypes import POINTER, c_float, c_int64, c_void_p, cast
+from ctypes import POINTER, c_int64, c_void_p, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
 
-from .. import communicator as _core
-from .._abi import lib
 from ..buffers import c_int_arg
-from ..catalog import COPY_ONLY_DTYPES, DTYPES, FP8_MODES, MOVES_BITS
 from ..errors import check
-from ..unique_id import UniqueId
-from .op_table import OPS
+from .op_table import OPS, X_ONLY, Variant, same
 
 __all__ = ["Communicator", "TORCH_DTYPES"]
 
 FP8_DTYPE = getattr(torch, "float8_e4m3fn", None)
+# The torch dtype of an output that a row gives a dtype; None: x's.
+OUTPUT_DTYPES = {"fp8": FP8_DTYPE, "f32": torch.float32}
 
 # The one table of torch dtypes and the catalog dtype each is moved as.
 # torch.bool and float8 tensors are moved as u8 (their bytes), so a catalog
@@ -36,28 +49,36 @@ _TORCH_TABLE = ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32
                 (torch.uint8, "u8"), (torch.int8, "i8"), (torch.int16, "i16"),
                 (torch.int32, "i32"), (torch.int64, "i64"), (torch.float64, "f64"),
                 (torch.bool, "u8"), (FP8_DTYPE, "u8"))
-_NAME_OF = {td: name for td, name in _TORCH_TABLE if td is not None and name in DTYPES}
-TORCH_DTYPES = {}
-for _td, _name in _NAME_OF.items():
-    TORCH_DTYPES.setdefault(_name, _td)
-# The torch dtypes the ops that compute on elements take (not copy-only).
-_VALUE_OF = {td: DTYPES[name] for td, name in _NAME_OF.items() if name not in COPY_ONLY_DTYPES}
+
+# A tensor, or (Communicator.local) a list of one tensor per rank.
+Tensors = Union[torch.Tensor, List[torch.Tensor]]
+TORCH_DTYPES: Dict[str, torch.dtype]   # computed at the first use (__getattr__)
 
 # The current stream as an int, without making a torch.cuda.Stream object
 # (about 2 us of each eager call otherwise); the public call where absent.
 _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-# The catalog op of each torch op name (op_table.py's rows).
+# Per row name (op_table.py): its catalog op, the name of its first
+# argument, whether it works on rows, and the index of its argument
+# shard_rows (the rows that have one).
 _CATALOG_OP = {row.name: row.op for row in OPS}
+_FIRST = {row.name: row.args.split(",")[0].split()[-1] for row in OPS}
+_FLAT = {row.name: row.rows for row in OPS}
+_SHARD_ARG = {row.name: row.variants()[0].arg_names.index("shard_rows") for row in OPS
+              if "shard_rows" in row.variants()[0].arg_names}
 # ctypes array types of 1..8 int64 dimensions, made once.
-_DIMS = [None] + [c_int64 * n for n in range(1, 9)]
+_DIMS: List[Any] = [None] + [c_int64 * n for n in range(1, 9)]
+# The kinds of an entry point's scalars (_Plan.scalars).
+_INT, _FLOAT, _MODE = range(3)
+# The arguments by name, for a plan whose shape rules read x alone.
+_NO_ARGS: Dict[str, Any] = {}
 
 # handle -> Communicator, for the torch.ops.collgen ops (Dynamo passes the
 # handle, an int, where it cannot pass an object).
-_REGISTRY = {}
+_REGISTRY: Dict[int, "Communicator"] = {}
 _NEXT_HANDLE = itertools.count(1)
 
 
-def communicator_of(handle):
+def communicator_of(handle: int) -> "Communicator":
     """The live Communicator behind a handle, or ValueError."""
     try:
         return _REGISTRY[handle]
@@ -66,36 +87,199 @@ def communicator_of(handle):
                          "(closed, or from another process)") from None
 
 
-class _Array:
-    """A tensor's memory as a ``__cuda_array_interface__`` of unsigned
-    integers (the interface has no bf16), for the core's list calls; the
-    core is told the dtype by name."""
-
-    __slots__ = ("__cuda_array_interface__",)
-
-    def __init__(self, t):
-        self.__cuda_array_interface__ = {
-            "shape": tuple(t.shape), "typestr": f"<u{t.element_size()}",
-            "data": (t.data_ptr(), False), "strides": None, "version": 3}
+def new_output(x: torch.Tensor, shape: Optional[Tuple[int, ...]],
+               dtype: Optional[str]) -> torch.Tensor:
+    """A fresh output on x's device: x's shape (``shape`` None) and dtype
+    (``dtype`` None, else a row's "fp8" or "f32"), as the eager op and the
+    fake implementations make it."""
+    if shape is None and dtype is None:
+        return torch.empty_like(x)
+    return x.new_empty(x.shape if shape is None else shape,
+                       dtype=x.dtype if dtype is None else OUTPUT_DTYPES[dtype])
 
 
-def _arrays(tensors):
-    return None if tensors is None else [_Array(t) for t in tensors]
+def _told(flat: bool, x: torch.Tensor) -> Tuple[int, ...]:
+    """The shape the library is told for x: [rows, cols] for an op on rows
+    (its leading dimensions flattened), else x's own (a torch.Size: a tuple)."""
+    if flat:
+        n = x.shape[-1]
+        return (x.numel() // n if n else 0, n)
+    return x.shape
+
+
+def _values(p: "_Plan", args: Sequence[Any], outs: Sequence[Any], static: Optional[float],
+            n: Optional[int]) -> List[Any]:
+    """The arguments of p's entry point between the shapes and group_size
+    (its buffers, then its scalars): each buffer's pointer (``n`` None: one
+    process per GPU) or array of every rank's (``n`` ranks; ``args`` and
+    ``outs`` then hold lists), each scalar's value. The scales of a static
+    FP8 scale are NULL."""
+    pool = (*args, *outs)
+    values: List[Any]
+    if n is None:
+        values = [0 if pool[k] is None else pool[k].data_ptr() for k in p.buffers]
+        for k, typed in p.typed:
+            values[k] = cast(c_void_p(values[k]), typed) if values[k] else None
+    else:
+        values = [(c_void_p * n)(*[0 if t is None else t.data_ptr()
+                                   for t in pool[k] or [None] * n]) for k in p.buffers]
+        for k, typed in p.typed:
+            values[k] = (typed * n)(*[cast(c_void_p(q), typed) for q in values[k]])
+    if p.scales >= 0 and static != 0.0:
+        values[p.scales] = None
+    for kind, at, name in p.scalars:
+        values.append(c_int_arg(args[at], name) if kind == _INT else float(args[at])
+                      if kind == _FLOAT else p.modes[0 if static == 0.0 else 1])
+    return values
+
+
+class _Plan:
+    """A variant of op_table.py bound to the library: what its eager path
+    needs, made once, from the row and the entry points' declarations.
+    ``x_dtypes``: the catalog value of each torch dtype its x may have.
+    Arguments are found by their position in the schema's. ``buffers``: the
+    place in (*args, *outputs) of each buffer the entry points take (after
+    the shapes), ``typed`` those of a typed pointer type (the FP8 scales,
+    ``scales``), ``scalars`` (kind, position, name) of the scalars after
+    them. ``needs_args``: some shape rule reads the arguments by name (the
+    others read x alone)."""
+
+    __slots__ = ("name", "op", "flat", "fp8", "first", "arg_names", "tensors", "optional",
+                 "inputs", "outputs", "x_dtypes", "rank_fn", "local_fn", "every_shape", "buffers",
+                 "typed", "scalars", "scales", "modes", "needs_args", "static_at")
+
+    def __init__(self, v: Variant, x_dtypes: Dict[Any, int], lib: Any,
+                 fp8_modes: Dict[str, int]) -> None:
+        row = v.row
+        self.name, self.op, self.flat, self.fp8 = v.name, row.op, row.rows, v.fp8
+        self.arg_names, self.x_dtypes = v.arg_names, x_dtypes
+        types = dict(zip(v.arg_names, v.arg_types))
+        self.tensors = [n for n in v.arg_names if types[n].startswith("Tensor")]
+        self.first = self.tensors[0]
+        self.optional = {n for n in self.tensors if types[n] == "Tensor?"}
+        at = {name: k for k, name in enumerate(v.arg_names)}
+        self.inputs = [(at[name], name, rule) for name, rule in row.inputs.items()]
+        self.outputs = [(name, rule, dtype) for name, (rule, dtype)
+                        in zip(v.output_names, v.outputs)]
+        self.needs_args = any(rule not in X_ONLY for rule in
+                              [r for _, r in row.inputs.items()] + [r for r, _ in v.outputs])
+        self.static_at = at.get("static_scale", -1)
+        suffix = "_fp8" if v.fp8 else ""
+        self.rank_fn = getattr(lib, f"collgen_rank_{row.op}{suffix}")
+        self.local_fn = getattr(lib, f"collgen_{row.op}{suffix}")
+        argtypes, local = self.rank_fn.argtypes, self.local_fn.argtypes
+        if not len(argtypes) == len(local) == 4 + len(v.call) + 2:
+            raise RuntimeError(f"collgen.torch: op_table's {v.name} has {len(v.call)} call "
+                               f"arguments, collgen_rank_{row.op}{suffix} {len(argtypes) - 6}")
+        self.every_shape = argtypes[3] is not POINTER(c_int64)
+        # The entry points take their buffers, then their scalars: each
+        # buffer by its place in (*args, *outputs), each scalar by kind.
+        self.buffers: List[int] = []
+        self.typed: List[Tuple[int, Any]] = []
+        self.scalars: List[Tuple[int, int, str]] = []
+        self.scales = -1
+        outputs = {name: len(v.arg_names) - 2 + k for k, name in enumerate(v.output_names)}
+        for k, name in enumerate(v.call):
+            ctype = argtypes[4 + k]
+            buffer = ctype is c_void_p or hasattr(ctype, "contents")
+            if local[4 + k] is not (POINTER(ctype) if buffer else ctype):
+                raise RuntimeError(f"collgen.torch: collgen_{row.op}{suffix} takes {name} as "
+                                   f"{local[4 + k]}, not one per rank of "
+                                   f"collgen_rank_{row.op}{suffix}'s {ctype}")
+            if buffer != (name in outputs or name in self.tensors) or \
+                    buffer and self.scalars:
+                raise RuntimeError(f"collgen.torch: op_table's {v.name}: {name} is not where "
+                                   f"collgen_rank_{row.op}{suffix} takes a buffer (buffers "
+                                   "come first)")
+            if buffer:
+                if ctype is not c_void_p:
+                    self.typed.append((len(self.buffers), ctype))
+                if name == "scales" and v.fp8:
+                    self.scales = len(self.buffers)
+                self.buffers.append(outputs[name] if name in outputs else at[name])
+            else:
+                kind = _MODE if name == "fp8_mode" else _INT if types[name] == "int" else _FLOAT
+                self.scalars.append((kind, at.get(name, -1), name))
+        self.modes = (fp8_modes["dynamic"], fp8_modes["static"])
+
+
+class _Loaded:
+    """What the ops take from the library, made with the first Communicator
+    (importing collgen.torch loads nothing): the torch dtype tables, the
+    catalog's op facts and a _Plan per variant of op_table.py."""
+
+    def __init__(self) -> None:
+        from .. import _abi, catalog
+        from ..communicator import scatter_chunk
+        self.scatter_chunk = scatter_chunk
+        self.dtypes, self.copy_only = catalog.DTYPES, catalog.COPY_ONLY_DTYPES
+        self.moves_bits = catalog.MOVES_BITS
+        self.name_of = {td: name for td, name in _TORCH_TABLE
+                        if td is not None and name in catalog.DTYPES}
+        self.torch_dtypes: Dict[str, torch.dtype] = {}
+        for td, name in self.name_of.items():
+            self.torch_dtypes.setdefault(name, td)
+        bits_of = {td: catalog.DTYPES[name] for td, name in self.name_of.items()}
+        # The torch dtypes the ops that compute on elements take (not copy-only).
+        self.value_of = {td: v for td, v in bits_of.items()
+                         if self.name_of[td] not in catalog.COPY_ONLY_DTYPES}
+        self.plans = {v.name: _Plan(v, bits_of if catalog.MOVES_BITS[row.op] else self.value_of,
+                                    _abi.lib, catalog.FP8_MODES)
+                      for row in OPS for v in row.variants()}
+
+
+_loaded: Optional[_Loaded] = None
+
+
+def _load() -> _Loaded:
+    global _loaded
+    if _loaded is None:
+        _loaded = _Loaded()
+    return _loaded
+
+
+def __getattr__(name: str) -> Any:
+    """TORCH_DTYPES, computed at its first use (it loads the library)."""
+    if name == "TORCH_DTYPES":
+        return _load().torch_dtypes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _is_compiling = torch.compiler.is_compiling
 
 
+class _RankOf:
+    """The communicator as rank ``rank`` sees it, for the shape rules
+    (op_table.py): calling it gives itself, as the rules' comm() does."""
+
+    __slots__ = ("comm", "rank")
+
+    def __init__(self, comm: "Communicator", rank: int) -> None:
+        self.comm, self.rank = comm, rank
+
+    def __call__(self) -> "_RankOf":
+        return self
+
+    def _group_rows(self, shard_rows: Sequence[int], group_size: int) -> int:
+        return self.comm._group_rows(shard_rows, group_size, self.rank)
+
+    def _chunk_rows(self, rows: int, group_size: int) -> int:
+        return self.comm._chunk_rows(rows, group_size, self.rank)
+
+
 class Communicator:
     """A collgen communicator for torch tensors (see the module docstring)."""
 
-    def __init__(self, group=None, device=None, **options):
+    def __init__(self, group: Optional[Any] = None, device: Optional[Any] = None,
+                 **options: Any) -> None:
         """One process per GPU over a torch.distributed ProcessGroup (default:
         the world). Rank 0 of the group makes the unique id, the group
         broadcasts it, and the ranks meet on collgen's socket (so cuMem
         handles travel between them). ``device``: this rank's GPU (default:
         the current CUDA device). ``options``: collgen_comm_options_t fields
         (timeout_ms, staging_bytes, cache_dir, transport, pdl, ...)."""
+        from .. import communicator as core
+        from ..unique_id import UniqueId
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("collgen.torch.Communicator: torch.distributed is not initialized; "
                                "call torch.distributed.init_process_group() first, or use "
@@ -109,20 +293,23 @@ class Communicator:
         src = dist.get_global_rank(group, 0) if group is not dist.group.WORLD else 0
         bcast_dev = dev if dist.get_backend(group) == "nccl" else None
         dist.broadcast_object_list(box, src=src, group=group, device=bcast_dev)
-        core = _core.Communicator.init_rank(nranks, rank, box[0], dev.index, **options)
-        self._init(core, [dev], group)
+        comm = core.Communicator.init_rank(nranks, rank, box[0], dev.index, **options)
+        self._init(comm, [dev], group)
 
     @classmethod
-    def local(cls, devices, **options):
+    def local(cls, devices: Sequence[Any], **options: Any) -> "Communicator":
         """One process driving ``devices`` (ints or torch devices, one rank
         each); every op takes and returns lists with one tensor per rank."""
+        from .. import communicator as core
         devs = [cls._device_arg(d) for d in devices]
-        core = _core.Communicator([d.index for d in devs], **options)
+        comm = core.Communicator([d.index for d in devs], **options)
         self = cls.__new__(cls)
-        self._init(core, devs, None)
+        self._init(comm, devs, None)
         return self
 
-    def _init(self, core, devices, group):
+    def _init(self, core: Any, devices: List[torch.device], group: Optional[Any]) -> None:
+        self._lib = _load()
+        self._plans = self._lib.plans
         self._core = core
         self.devices = devices
         self.device = devices[0]
@@ -131,8 +318,11 @@ class Communicator:
         self.rank, self.nranks = core.rank, core.nranks
         self.handle = next(_NEXT_HANDLE)
         self._h = core._ptr()
-        self._tensors = []   # tensors of empty(), alive until close()
-        self._dims_cache = {}
+        self._tensors: List[torch.Tensor] = []   # tensors of empty(), alive until close()
+        self._dims_cache: Dict[Tuple[int, ...], Any] = {}
+        # Each rank as the shape rules see it (local mode: every rank).
+        self._ranks = [_RankOf(self, r) for r in
+                       (range(self.nranks) if self.rank is None else [self.rank])]
         # Ranks that share a GPU (allow_shared_devices) cannot share its
         # current stream: rank 0's kernel would wait for rank 1's, queued
         # behind it. They get a stream each, forked from and joined back
@@ -142,7 +332,7 @@ class Communicator:
         _REGISTRY[self.handle] = self
 
     @staticmethod
-    def _device_arg(device):
+    def _device_arg(device: Any) -> torch.device:
         if device is None:
             if not torch.cuda.is_available():
                 raise RuntimeError("device: no CUDA device is visible to torch")
@@ -157,60 +347,62 @@ class Communicator:
     # ---- life ----------------------------------------------------------
 
     @property
-    def is_local(self):
+    def is_local(self) -> bool:
         """True for Communicator.local (lists of tensors)."""
         return self.rank is None
 
-    def close(self):
+    def close(self) -> None:
         """Synchronizes this communicator's devices, ends every registration
         and frees it. Idempotent; also the context manager's exit."""
-        if _REGISTRY.pop(getattr(self, "handle", None), None) is None:
+        handle = getattr(self, "handle", None)
+        if handle is None or _REGISTRY.pop(handle, None) is None:
             return
         for d in self.devices:
             torch.cuda.synchronize(d)
         self._tensors.clear()
         self._core.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Communicator":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def abort(self):
+    def abort(self) -> None:
         """Stops every kernel of the communicator now (safe from any thread);
         later calls raise collgen.AbortedError."""
         self._core.abort()
 
-    def health(self):
+    def health(self) -> List[Dict[str, Any]]:
         """Per-rank state: [{"state": "ok"|"timed_out"|"aborted", "peer": ...}]."""
         return self._core.health()
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """Devices, archs, P2P matrix, hosts and routes (see collgen.Communicator.info)."""
         return self._core.info()
 
-    def check(self):
+    def check(self) -> None:
         """Raises collgen.TimeoutError / AbortedError if a wait gave up."""
         self._core.check()
 
-    def prepare(self, op, dtype, shape, **kwargs):
+    def prepare(self, op: str, dtype: torch.dtype, shape: Sequence[int], **kwargs: Any) -> None:
         """Loads the kernel of calls of ``op`` (a method's name, such as
-        "all_reduce", or the catalog's, collgen.catalog.OPS) on ``dtype`` (torch dtype) tensors of ``shape`` on every rank, so the
-        first such call loads nothing."""
+        "all_reduce", or the catalog's, collgen.catalog.OPS) on ``dtype``
+        (torch dtype) tensors of ``shape`` on every rank, so the first such
+        call loads nothing."""
         op = _CATALOG_OP.get(op, op)
         self._core.prepare(op, self._dtype_name(dtype, "dtype"), tuple(shape), **kwargs)
 
-    def register(self, tensor):
+    def register(self, tensor: torch.Tensor) -> Any:
         """Registers a CUDA tensor's memory for zero-copy reads by the peers
         (one process per GPU; collective: every rank, same order, same size).
         Returns a collgen.Registration."""
-        self._tensor(tensor, "tensor", dtype=None, bits=True)
+        self._tensor(tensor, "tensor", None, bits=True)
         reg = self._core.register(tensor.data_ptr(), tensor.numel() * tensor.element_size())
         reg.tensor = tensor
         return reg
 
-    def empty(self, shape, dtype):
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         """A new tensor on this rank's device, registered (see register())
         and kept alive until close(). Collective."""
         t = torch.empty(shape, dtype=dtype, device=self.device)
@@ -220,55 +412,56 @@ class Communicator:
 
     # ---- argument checks -----------------------------------------------
 
-    @staticmethod
-    def _dtype_name(dtype, argument):
+    def _dtype_name(self, dtype: Any, argument: str) -> str:
+        name_of = self._lib.name_of
         try:
-            return _NAME_OF[dtype]
+            return name_of[dtype]
         except (KeyError, TypeError):
-            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
+            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, name_of))}, "
                             f"not {dtype}") from None
 
-    def _tensor(self, t, argument, dtype, shape=None, device=None, any_dtype=False, bits=False,
-                op=None):
-        """Checks one tensor; returns its catalog dtype value. A copy-only
-        dtype (an integer, bool, float8 or f64 tensor) only with ``bits``
-        (memory as such) or for an ``op`` (its catalog name) that the
-        catalog says only moves bits (catalog.MOVES_BITS): the ops that
-        compute on elements (``op`` None, or computing) refuse it here,
-        naming the argument."""
+    def _tensor(self, t: Any, argument: str, dtype: Optional[torch.dtype],
+                shape: Optional[Sequence[int]] = None, index: Optional[int] = None,
+                bits: bool = False, op: Optional[str] = None) -> Optional[int]:
+        """Checks one tensor (on device ``index``, default this rank's);
+        returns its catalog dtype value. A copy-only dtype (an integer,
+        bool, float8 or f64 tensor) only with ``bits`` (memory as such) or
+        for an ``op`` (its catalog name) that the catalog says only moves
+        bits (catalog.MOVES_BITS): the ops that compute on elements (``op``
+        None, or computing) refuse it here, naming the argument."""
+        lib = self._lib
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{argument} must be a torch.Tensor, not {type(t).__name__}")
-        if device is None:
-            if not t.is_cuda or t.get_device() != self._index:
-                raise ValueError(f"{argument} is on {t.device}, the communicator's rank on "
-                                 f"{self.device}")
-        elif t.device != device:
-            raise ValueError(f"{argument} is on {t.device}, the communicator's rank on {device}")
+        index = self._index if index is None else index
+        if not t.is_cuda or t.get_device() != index:
+            raise ValueError(f"{argument} is on {t.device}, the communicator's rank on "
+                             f"{torch.device('cuda', index)}")
         if not t.is_contiguous():
             raise ValueError(f"{argument} must be contiguous")
         if dtype is not None and t.dtype != dtype:
             raise TypeError(f"{argument} has dtype {t.dtype}, expected {dtype}")
         if shape is not None and t.shape != shape:
             raise ValueError(f"{argument} has shape {tuple(t.shape)}, expected {tuple(shape)}")
-        if any_dtype:
-            return None
-        name = _NAME_OF.get(t.dtype)
+        name = lib.name_of.get(t.dtype)
         if name is None:
-            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, _NAME_OF))}, "
+            raise TypeError(f"{argument}: collgen takes {', '.join(map(str, lib.name_of))}, "
                             f"not {t.dtype}")
-        if name in COPY_ONLY_DTYPES and not (bits or op is not None and MOVES_BITS[op]):
+        if name in lib.copy_only and not (bits or op is not None and lib.moves_bits[op]):
             raise TypeError(f"{argument} has dtype {t.dtype}, which collgen only moves as bits "
                             f"({name} is a copy-only dtype); this op computes on elements: it "
-                            f"takes {', '.join(map(str, _VALUE_OF))}")
-        return DTYPES[name]
+                            f"takes {', '.join(map(str, lib.value_of))}")
+        return lib.dtypes[name]
 
-    def _norm_input(self, x, argument):
-        dt = self._tensor(x, argument, None)
-        if x.dim() < 1:
-            raise ValueError(f"{argument} must have at least one dimension (the last is cols)")
-        return dt
+    def _expect(self, t: Any, argument: str, dtype: torch.dtype, shape: Sequence[int],
+                index: int) -> None:
+        """Checks a tensor of a call but its first (an input of x's dtype, or
+        an output the caller gave): inlined for the common case, _tensor
+        raising the message when a check fails."""
+        if not isinstance(t, torch.Tensor) or t.dtype != dtype or t.shape != shape or \
+                not t.is_cuda or t.get_device() != index or not t.is_contiguous():
+            self._tensor(t, argument, dtype, shape, index)
 
-    def _lists(self, *named):
+    def _lists(self, *named: Tuple[str, Any]) -> None:
         """Local mode: checks every argument is a list of nranks tensors."""
         for name, v in named:
             if v is None:
@@ -277,12 +470,12 @@ class Communicator:
                 raise TypeError(f"{name}: Communicator.local takes a list of {self.nranks} "
                                 "tensors, one per rank")
 
-    def _stream(self, device=None):
+    def _stream(self, device: Optional[torch.device] = None) -> int:
         if device is None and _RAW_STREAM is not None:
             return _RAW_STREAM(self._index)
         return torch.cuda.current_stream(device or self.device).cuda_stream
 
-    def _local_call(self, call):
+    def _local_call(self, call: Callable[[List[int]], int]) -> int:
         """Runs call(streams) with one stream per rank: each device's current
         stream, or (ranks sharing a GPU) the ranks' own streams, ordered
         after the current streams' work and before their later work."""
@@ -297,35 +490,10 @@ class Communicator:
             for cur, mine in zip(current, self._rank_streams):
                 cur.wait_stream(mine)
 
-    def _fail(self, rc):
+    def _fail(self, rc: int) -> None:
         check(rc, self._core.last_error)
 
-    # ---- all_reduce ------------------------------------------------------
-
-    def all_reduce(self, x, *, out=None, group_size=0):
-        """The sum of ``x`` over each group of ``group_size`` ranks (0: all),
-        bitwise equal on every rank, into ``out`` (allocated when None; may
-        be ``x``). Returns ``out``. Local mode: lists of tensors."""
-        if self.rank is None:
-            return self._local_all_reduce(x, out, group_size)
-        if _is_compiling():
-            r = torch.ops.collgen.all_reduce(x, self.handle, group_size)
-            return out.copy_(r) if out is not None else r
-        # The checks of _tensor, inlined for the common case (about 1 us of
-        # the eager call); _tensor raises the message when one fails.
-        dt = _VALUE_OF.get(getattr(x, "dtype", None))
-        if dt is None or not isinstance(x, torch.Tensor) or not x.is_cuda or \
-                x.get_device() != self._index or not x.is_contiguous():
-            dt = self._tensor(x, "x", None)
-        if out is None:
-            out = torch.empty_like(x)
-        elif not isinstance(out, torch.Tensor) or out.dtype != x.dtype or out.shape != x.shape \
-                or not out.is_cuda or out.get_device() != self._index or not out.is_contiguous():
-            self._tensor(out, "out", x.dtype, x.shape)
-        self._eager_all_reduce(dt, x, out, group_size)
-        return out
-
-    def _dims(self, shape):
+    def _dims(self, shape: Tuple[int, ...]) -> Any:
         """The int64 array of a tensor shape for the library, made once per
         shape (the library only reads it)."""
         dims = self._dims_cache.get(shape)
@@ -337,37 +505,10 @@ class Communicator:
             dims = self._dims_cache[shape] = _DIMS[len(shape)](*shape)
         return dims
 
-    def _eager_all_reduce(self, dt, x, out, group_size):
-        if type(group_size) is not int or not -(1 << 31) <= group_size < (1 << 31):
-            group_size = c_int_arg(group_size, "group_size")
-        stream = _RAW_STREAM(self._index) if _RAW_STREAM is not None else self._stream()
-        rc = lib.collgen_rank_allreduce_sum(self._h, dt, x.dim(), self._dims(x.shape),
-                                            x.data_ptr(), out.data_ptr(), group_size, stream)
-        if rc:
-            self._fail(rc)
+    # ---- shapes --------------------------------------------------------
 
-    def _op_all_reduce(self, x, group_size):
-        """torch.ops.collgen.all_reduce's work (ops.py; op_table.py's row)."""
-        dt = self._tensor(x, "x", None)
-        out = torch.empty_like(x)
-        self._eager_all_reduce(dt, x, out, group_size)
-        return out
-
-    def _local_all_reduce(self, xs, outs, group_size):
-        self._lists(("x", xs), ("out", outs))
-        for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
-        outs = outs or [torch.empty_like(x) for x in xs]
-        for r, o in enumerate(outs):
-            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
-        self._local_call(lambda streams: self._core.all_reduce(
-            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
-            stream=streams))
-        return outs
-
-    # ---- all_gather_rmsnorm ---------------------------------------------
-
-    def _group_rows(self, shard_rows, group_size, rank=None):
+    def _group_rows(self, shard_rows: Sequence[int], group_size: int,
+                    rank: Optional[int] = None) -> int:
         """The rows gathered by the group of ``rank`` (default: this rank),
         from every rank's shard rows; ValueError when group_size does not
         divide the ranks."""
@@ -377,7 +518,16 @@ class Communicator:
         first = ((self.rank if rank is None else rank) // g) * g
         return sum(shard_rows[first:first + g])
 
-    def _shard_rows(self, shard_rows, mine):
+    def _chunk_rows(self, rows: int, group_size: int, rank: Optional[int] = None) -> int:
+        """Rows of ``rank``'s chunk (default: this rank) of ``rows``
+        scattered over its group; ValueError when group_size does not
+        divide the ranks."""
+        g = c_int_arg(group_size, "group_size") or self.nranks
+        if g <= 0 or self.nranks % g:
+            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
+        return self._lib.scatter_chunk(rows, g, (self.rank if rank is None else rank) % g)[1]
+
+    def _shard_rows(self, shard_rows: Optional[Sequence[int]], mine: int) -> List[int]:
         """Every rank's shard rows (default: all ``mine``, this rank's),
         checked against this rank's."""
         rows = [mine] * self.nranks if shard_rows is None else [int(r) for r in shard_rows]
@@ -388,99 +538,8 @@ class Communicator:
                              f"shard has {mine} rows")
         return rows
 
-    def all_gather_rmsnorm(self, shard, weight, eps, *, weight_offset=0.0, shard_rows=None,
-                           group_size=0):
-        """Gathers the row shards of this rank's group (``shard``: [..., cols],
-        leading dims flattened into rows) and normalizes every gathered row.
-        Returns ``(normed, residual)``, both [gathered rows, cols]: the RMSNorm
-        and the gathered rows themselves. ``shard_rows``: every rank's shard
-        rows (default: all equal to this rank's)."""
-        if self.is_local:
-            return self._local_all_gather_rmsnorm(shard, weight, eps, weight_offset, group_size)
-        self._norm_input(shard, "shard")
-        cols = shard.shape[-1]
-        mine = shard.numel() // cols if cols else 0
-        rows = self._shard_rows(shard_rows, mine)
-        if _is_compiling():
-            return torch.ops.collgen.all_gather_rmsnorm(shard, weight, eps, weight_offset, rows,
-                                                        self.handle, group_size)
-        return self._eager_all_gather_rmsnorm(shard, weight, eps, weight_offset, rows,
-                                              group_size)
-
-    def _eager_all_gather_rmsnorm(self, shard, weight, eps, weight_offset, rows, group_size):
-        dt = self._tensor(shard, "shard", None)
-        cols = shard.shape[-1]
-        self._tensor(weight, "weight", shard.dtype, (cols,))
-        total = self._group_rows(rows, group_size)
-        normed = torch.empty((total, cols), dtype=shard.dtype, device=self.device)
-        residual = torch.empty_like(normed)
-        arrays = [(c_int64 * 2)(r, cols) for r in rows]
-        shapes = (POINTER(c_int64) * len(arrays))(*arrays)
-        self._fail(lib.collgen_rank_allgather_rmsnorm(
-            self._h, dt, 2, shapes, shard.data_ptr(), normed.data_ptr(), residual.data_ptr(),
-            weight.data_ptr(), float(eps), float(weight_offset), c_int_arg(group_size,
-                                                                            "group_size"),
-            self._stream()))
-        return normed, residual
-
-    def _op_all_gather_rmsnorm(self, shard, weight, eps, weight_offset, shard_rows, group_size):
-        """torch.ops.collgen.all_gather_rmsnorm's work."""
-        return self._eager_all_gather_rmsnorm(shard, weight, eps, weight_offset, list(shard_rows),
-                                              group_size)
-
-    def _local_all_gather_rmsnorm(self, shards, weights, eps, weight_offset, group_size):
-        self._lists(("shard", shards), ("weight", weights))
-        cols = shards[0].shape[-1] if shards[0].dim() else 0
-        rows = []
-        for r, s in enumerate(shards):
-            self._tensor(s, f"shard[{r}]", shards[0].dtype, None, self.devices[r])
-            if s.dim() < 1 or s.shape[-1] != cols:
-                raise ValueError(f"shard[{r}] has shape {tuple(s.shape)}; every shard needs "
-                                 f"{cols} columns")
-            self._tensor(weights[r], f"weight[{r}]", shards[0].dtype, (cols,), self.devices[r])
-            rows.append(s.numel() // cols if cols else 0)
-        normed, residual = [], []
-        for r in range(self.nranks):
-            total = self._group_rows(rows, group_size, r)
-            normed.append(torch.empty((total, cols), dtype=shards[0].dtype, device=self.devices[r]))
-            residual.append(torch.empty_like(normed[-1]))
-        self._local_call(lambda streams: self._core.all_gather_rmsnorm(
-            _arrays(shards), _arrays(weights), _arrays(normed), _arrays(residual), eps,
-            weight_offset=weight_offset, group_size=group_size, dtype=_NAME_OF[shards[0].dtype],
-            stream=streams))
-        return normed, residual
-
-    # ---- fused_add_rmsnorm ----------------------------------------------
-
-    def fused_add_rmsnorm(self, x, residual, weight, eps, *, weight_offset=0.0,
-                          residual_out=None, fp8=None, group_size=0):
-        """The end of a tensor-parallel block: ``residual_out = sum(x over the
-        group) + residual`` and its RMSNorm. Returns ``(normed, residual_out)``,
-        or ``(normed, residual_out, scales)`` with ``fp8="dynamic"`` (normed as
-        torch.float8_e4m3fn, scales float32 [rows]); ``fp8=<float>`` is one
-        static scale. ``residual_out=residual`` updates the residual in place."""
-        if self.is_local:
-            return self._local_fused(x, residual, weight, eps, weight_offset, residual_out, fp8,
-                                     group_size)
-        static = self._fp8_arg(fp8)
-        if _is_compiling():
-            if static is None:
-                normed, res = torch.ops.collgen.fused_add_rmsnorm(
-                    x, residual, weight, eps, weight_offset, self.handle, group_size)
-                out = (normed, res)
-            else:
-                normed, res, scales = torch.ops.collgen.fused_add_rmsnorm_fp8(
-                    x, residual, weight, eps, weight_offset, static, self.handle, group_size)
-                out = (normed, res, scales) if fp8 == "dynamic" else (normed, res)
-            if residual_out is not None:
-                residual_out.copy_(res)
-                out = (out[0], residual_out) + out[2:]
-            return out
-        return self._eager_fused(x, residual, weight, eps, weight_offset, residual_out, static,
-                                 group_size, dynamic_out=fp8 == "dynamic")
-
     @staticmethod
-    def _fp8_arg(fp8):
+    def _fp8_arg(fp8: Any) -> Optional[float]:
         """None (no FP8), 0.0 (dynamic) or the static scale."""
         if fp8 is None:
             return None
@@ -494,248 +553,249 @@ class Communicator:
             return float(fp8)
         raise TypeError(f"fp8 must be None, 'dynamic' or a float scale, not {fp8!r}")
 
-    def _eager_fused(self, x, residual, weight, eps, weight_offset, residual_out, static,
-                     group_size, dynamic_out=True):
-        dt = self._norm_input(x, "x")
-        self._tensor(residual, "residual", x.dtype, x.shape)
-        cols = x.shape[-1]
-        rows = x.numel() // cols if cols else 0
-        self._tensor(weight, "weight", x.dtype, (cols,))
-        if residual_out is None:
-            residual_out = torch.empty_like(x)
+    # ---- the one path of every op ----------------------------------------
+
+    def _run(self, row: str, args: Tuple[Any, ...], group_size: int,
+             given: Sequence[Any] = (), fp8: Any = None) -> Any:
+        """Runs ``row`` of op_table.py (its name). ``args``: the schema's arguments
+        before comm and group_size (a shard_rows of None: every rank's rows
+        equal to this rank's); ``given``: the caller's outputs by position
+        (None: allocated); ``fp8``: the public fp8= (the row's _fp8 form
+        unless None). Returns the outputs: one, or a tuple (without the
+        scales of a static FP8 scale); lists of tensors in local mode."""
+        static = None if fp8 is None else self._fp8_arg(fp8)
+        name = row
+        if static is not None:
+            name, args = row + "_fp8", args + (static,)
+        if self.rank is None:   # Communicator.local
+            outs = self._local(self._plans[name], args, group_size, given)
         else:
-            self._tensor(residual_out, "residual_out", x.dtype, x.shape)
-        shape = _DIMS[2](rows, cols)
-        g = c_int_arg(group_size, "group_size")
-        if static is None:
-            normed = torch.empty_like(x)
-            self._fail(lib.collgen_rank_allreduce_residual_rmsnorm(
-                self._h, dt, 2, shape, x.data_ptr(), residual.data_ptr(), normed.data_ptr(),
-                residual_out.data_ptr(), weight.data_ptr(), float(eps), float(weight_offset), g,
-                self._stream()))
-            return normed, residual_out
-        normed = torch.empty(x.shape, dtype=FP8_DTYPE, device=self.device)
-        dynamic = static == 0.0
-        scales = torch.empty((rows if dynamic else 0,), dtype=torch.float32, device=self.device)
-        mode = FP8_MODES["dynamic" if dynamic else "static"]
-        self._fail(lib.collgen_rank_allreduce_residual_rmsnorm_fp8(
-            self._h, dt, 2, shape, x.data_ptr(), residual.data_ptr(), normed.data_ptr(),
-            cast(c_void_p(scales.data_ptr() if dynamic else 0), POINTER(c_float)),
-            residual_out.data_ptr(), weight.data_ptr(), float(eps), float(weight_offset), mode,
-            static, g, self._stream()))
-        return (normed, residual_out, scales) if dynamic_out else (normed, residual_out)
+            if row in _SHARD_ARG:
+                k = _SHARD_ARG[row]
+                mine = self._own_rows(row, args[0])
+                args = args[:k] + (self._shard_rows(args[k], mine),) + args[k + 1:]
+            if _is_compiling():
+                outs = self._compiled(name, args, group_size, given)
+            else:
+                outs = self._eager(self._plans[name], args, group_size, given)
+        if static:   # a static scale: no scales to return
+            outs = outs[:-1]
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _op_fused_add_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
-                              static=None):
-        """torch.ops.collgen.fused_add_rmsnorm's work (and, with ``static``,
-        the _fp8 form's: normed, residual_out, scales)."""
-        return self._eager_fused(x, residual, weight, eps, weight_offset, None, static,
-                                 group_size)
+    def _own_rows(self, row: str, x: Any) -> int:
+        """This rank's rows of the first argument of ``row`` (checked first)."""
+        self._tensor(x, _FIRST[row], None, op=_CATALOG_OP[row])
+        if x.dim() < 1:
+            raise ValueError(f"{_FIRST[row]} must have at least one dimension")
+        return _told(_FLAT[row], x)[0]
 
-    def _local_fused(self, xs, residuals, weights, eps, weight_offset, residual_outs, fp8,
-                     group_size):
-        self._lists(("x", xs), ("residual", residuals), ("weight", weights),
-                    ("residual_out", residual_outs))
-        static = self._fp8_arg(fp8)
+    def _compiled(self, name: str, args: Tuple[Any, ...], group_size: int,
+                  given: Sequence[Any]) -> List[torch.Tensor]:
+        """Under torch.compile: the functional torch.ops.collgen op, its
+        results copied into the outputs the caller gave."""
+        r = getattr(torch.ops.collgen, name)(*args, self.handle, group_size)
+        outs = [r] if isinstance(r, torch.Tensor) else list(r)
+        for k, g in enumerate(given):
+            if g is not None:
+                outs[k] = g.copy_(outs[k])
+        return outs
+
+    def _op(self, name: str, args: Sequence[Any], group_size: int) -> Any:
+        """The CUDA kernel of torch.ops.collgen.<name> (ops.py): the eager
+        path with every output fresh (an _fp8 form's scales too)."""
+        outs = self._eager(self._plans[name], tuple(args), group_size, ())
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _static_scale(static: Any) -> float:
+        """The static_scale of an _fp8 form, checked: 0 (dynamic) or > 0."""
+        if not static >= 0:
+            raise ValueError(f"static_scale: 0 (dynamic) or a scale > 0, not {static}")
+        return float(static)
+
+    def _eager(self, p: _Plan, args: Tuple[Any, ...], group_size: int,
+               given: Sequence[Any]) -> List[torch.Tensor]:
+        """One process per GPU: checks this rank's tensors, makes the
+        outputs not given, and calls collgen_rank_<op>."""
+        static = self._static_scale(args[p.static_at]) if p.fp8 else None
+        x = args[0]
+        # The checks of _tensor, inlined for the common case (about 1 us of
+        # the eager call); _tensor raises the message when one fails.
+        dt = p.x_dtypes.get(getattr(x, "dtype", None))
+        if dt is None or not isinstance(x, torch.Tensor) or not x.is_cuda or \
+                x.get_device() != self._index or not x.is_contiguous():
+            dt = self._tensor(x, p.first, None, op=p.op)
+        if x.dim() < 1:
+            raise ValueError(f"{p.first} must have at least one dimension")
+        a = dict(zip(p.arg_names, args + (self.handle, group_size))) if p.needs_args else _NO_ARGS
+        outs = self._rank_tensors(p, None, x, args, a, given, self._index)
+        told = _told(True, x) if p.flat else x.shape
+        if p.every_shape:
+            self._dims(told)
+            arrays = [_DIMS[len(told)](r, *told[1:]) for r in a["shard_rows"]]
+            shapes = (POINTER(c_int64) * len(arrays))(*arrays)
+        else:
+            shapes = self._dims(told)
+        values = _values(p, args, outs, static, None)
+        if type(group_size) is not int or not -(1 << 31) <= group_size < (1 << 31):
+            group_size = c_int_arg(group_size, "group_size")
+        stream = _RAW_STREAM(self._index) if _RAW_STREAM is not None else self._stream()
+        rc = p.rank_fn(self._h, dt, len(told), shapes, *values, group_size, stream)
+        if rc:
+            self._fail(rc)
+        return outs
+
+    def _local(self, p: _Plan, args: Tuple[Any, ...], group_size: int,
+               given: Sequence[Any]) -> List[Any]:
+        """Communicator.local: every tensor argument and given output a list
+        with one tensor per rank; checks every rank's, makes the outputs
+        not given, and calls collgen_<op> with every rank's."""
+        n = self.nranks
+        a = dict(zip(p.arg_names, args + (self.handle, group_size)))
+        self._lists(*[(name, () if a[name] is None and name not in p.optional else a[name])
+                      for name in p.tensors], *[(out[0], g) for out, g in zip(p.outputs, given)])
+        static = self._static_scale(args[p.static_at]) if p.fp8 else None
+        xs = a[p.first]
         x0 = xs[0]
+        dt = self._tensor(x0, f"{p.first}[0]", None, index=self.devices[0].index, op=p.op)
         if x0.dim() < 1:
-            raise ValueError("x[0] must have at least one dimension (the last is cols)")
-        cols = x0.shape[-1]
-        rows = x0.numel() // cols if cols else 0
-        for r in range(self.nranks):
-            d = self.devices[r]
-            self._tensor(xs[r], f"x[{r}]", x0.dtype, x0.shape, d)
-            self._tensor(residuals[r], f"residual[{r}]", x0.dtype, x0.shape, d)
-            self._tensor(weights[r], f"weight[{r}]", x0.dtype, (cols,), d)
-            if residual_outs is not None:
-                self._tensor(residual_outs[r], f"residual_out[{r}]", x0.dtype, x0.shape, d)
-        res_out = residual_outs or [torch.empty_like(x) for x in xs]
-        ndt = x0.dtype if static is None else FP8_DTYPE
-        normed = [torch.empty(x0.shape, dtype=ndt, device=d) for d in self.devices]
-        dynamic = static == 0.0
-        scales = [torch.empty((rows,), dtype=torch.float32, device=d) for d in self.devices] \
-            if dynamic else None
-        fp8_arg = None if static is None else ("dynamic" if dynamic else static)
-        self._local_call(lambda streams: self._core.fused_add_rmsnorm(
-            _arrays(xs), _arrays(residuals), _arrays(weights), _arrays(normed), _arrays(res_out),
-            eps, weight_offset=weight_offset, fp8=fp8_arg, scales=_arrays(scales),
-            group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams))
-        return (normed, res_out, scales) if dynamic else (normed, res_out)
+            raise ValueError(f"{p.first}[0] must have at least one dimension")
+        told = [_told(p.flat, x0)]
+        for r in range(1, n):
+            x, label, index = xs[r], f"{p.first}[{r}]", self.devices[r].index
+            if "shard_rows" not in a:
+                self._tensor(x, label, x0.dtype, x0.shape, index, op=p.op)
+            else:
+                # shards: only the rows may differ
+                self._tensor(x, label, x0.dtype, None, index, op=p.op)
+                if x.dim() < 1 or _told(p.flat, x)[1:] != told[0][1:]:
+                    need = f"{told[0][1]} columns" if p.flat else \
+                        f"the shape [rows, {', '.join(map(str, told[0][1:]))}]"
+                    raise ValueError(f"{label} has shape {tuple(x.shape)}; every shard needs "
+                                     f"{need}")
+            told.append(_told(p.flat, x))
+        if "shard_rows" in a:
+            a["shard_rows"] = [t[0] for t in told]
+        per_rank = [self._rank_tensors(p, r, xs[r], args, a,
+                                       [None if g is None else g[r] for g in given],
+                                       self.devices[r].index) for r in range(n)]
+        outs = [list(o) for o in zip(*per_rank)]
+        shapes = (POINTER(c_int64) * n)(*[(c_int64 * len(t))(*t) for t in told])
+        values = _values(p, args, outs, static, n)
+        gs = c_int_arg(group_size, "group_size")
+        self._fail(self._local_call(lambda streams: p.local_fn(
+            self._h, dt, len(told[0]), shapes, *values, gs, (c_void_p * n)(*streams))))
+        return [o if k >= len(given) or given[k] is None else given[k]   # the caller's own list
+                for k, o in enumerate(outs)]
 
-    # ---- broadcast -------------------------------------------------------
+    def _rank_tensors(self, p: _Plan, r: Optional[int], x: torch.Tensor, args: Sequence[Any],
+                      a: Dict[str, Any], given: Sequence[Any],
+                      index: int) -> List[torch.Tensor]:
+        """Checks the tensor arguments but x of rank ``r`` (None: this
+        process's one rank; else local mode, ``args`` holding lists), on
+        device ``index``, by their shape rules, and returns its outputs: the
+        ``given`` ones checked, the others made. ``a``: the arguments by
+        name, for the rules that read them."""
+        me = self._ranks[0 if r is None else r]
+        for at, name, rule in p.inputs:
+            if args[at] is not None or name not in p.optional:   # left out: as a whole
+                shape = rule(me, x, a)
+                self._expect(args[at] if r is None else args[at][r],
+                             name if r is None else f"{name}[{r}]", x.dtype,
+                             x.shape if shape is None else shape, index)
+        outs = []
+        for k, (name, rule, dtype) in enumerate(p.outputs):
+            shape = None if rule is same else rule(me, x, a)
+            out = given[k] if k < len(given) else None
+            if out is None:
+                out = new_output(x, shape, dtype)
+            elif not (isinstance(out, torch.Tensor) and out.dtype == x.dtype and dtype is None
+                      and out.shape == (x.shape if shape is None else shape) and out.is_cuda
+                      and out.get_device() == index and out.is_contiguous()):
+                self._expect(out, name if r is None else f"{name}[{r}]",
+                             x.dtype if dtype is None else OUTPUT_DTYPES[dtype],
+                             x.shape if shape is None else shape, index)
+            outs.append(out)
+        return outs
 
-    def broadcast(self, x, root=0, *, out=None, group_size=0):
+    # ---- the ops ---------------------------------------------------------
+
+    def all_reduce(self, x: Tensors, *, out: Optional[Tensors] = None,
+                   group_size: int = 0) -> Tensors:
+        """The sum of ``x`` over each group of ``group_size`` ranks (0: all),
+        bitwise equal on every rank, into ``out`` (allocated when None; may
+        be ``x``). Returns ``out``. Local mode: lists of tensors."""
+        return self._run("all_reduce", (x,), group_size, (out,))
+
+    def all_gather_rmsnorm(self, shard: Tensors, weight: Tensors, eps: float, *,
+                           weight_offset: float = 0.0, shard_rows: Optional[Sequence[int]] = None,
+                           group_size: int = 0) -> Tuple[Tensors, Tensors]:
+        """Gathers the row shards of this rank's group (``shard``: [..., cols],
+        leading dims flattened into rows) and normalizes every gathered row.
+        Returns ``(normed, residual)``, both [gathered rows, cols]: the RMSNorm
+        and the gathered rows themselves. ``shard_rows``: every rank's shard
+        rows (default: all equal to this rank's; local mode: each shard's
+        own)."""
+        return self._run(
+            "all_gather_rmsnorm", (shard, weight, eps, weight_offset, shard_rows), group_size)
+
+    def fused_add_rmsnorm(self, x: Tensors, residual: Tensors, weight: Tensors, eps: float, *,
+                          weight_offset: float = 0.0, residual_out: Optional[Tensors] = None,
+                          fp8: Union[None, str, float] = None,
+                          group_size: int = 0) -> Tuple[Tensors, ...]:
+        """The end of a tensor-parallel block: ``residual_out = sum(x over the
+        group) + residual`` and its RMSNorm. Returns ``(normed, residual_out)``,
+        or ``(normed, residual_out, scales)`` with ``fp8="dynamic"`` (normed as
+        torch.float8_e4m3fn, scales float32 [rows]); ``fp8=<float>`` is one
+        static scale. ``residual_out=residual`` updates the residual in place."""
+        return self._run(
+            "fused_add_rmsnorm", (x, residual, weight, eps, weight_offset), group_size,
+            (None, residual_out), fp8)
+
+    def broadcast(self, x: Tensors, root: int = 0, *, out: Optional[Tensors] = None,
+                  group_size: int = 0) -> Tensors:
         """Group rank ``root``'s ``x`` on every rank of its group (each group
         of ``group_size`` ranks, 0: all), bit-exact, any dtype (integers,
         bool, float8 and f64 too), into ``out`` (allocated when None; may be
         ``x``: the in-place broadcast). Every rank passes a tensor of the
         same shape; only the root's is read. Returns ``out``. Local mode:
         lists of tensors."""
-        if self.rank is None:
-            return self._local_broadcast(x, root, out, group_size)
-        if _is_compiling():
-            r = torch.ops.collgen.broadcast(x, root, self.handle, group_size)
-            return out.copy_(r) if out is not None else r
-        dt = self._tensor(x, "x", None, op="broadcast")
-        if out is None:
-            out = torch.empty_like(x)
-        else:
-            self._tensor(out, "out", x.dtype, x.shape, op="broadcast")
-        self._eager_broadcast(dt, x, out, root, group_size)
-        return out
+        return self._run("broadcast", (x, root), group_size, (out,))
 
-    def _eager_broadcast(self, dt, x, out, root, group_size):
-        if x.dim() < 1:
-            raise ValueError("x must have at least one dimension")
-        rc = lib.collgen_rank_broadcast(self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(),
-                                        out.data_ptr(), c_int_arg(root, "root"),
-                                        c_int_arg(group_size, "group_size"), self._stream())
-        if rc:
-            self._fail(rc)
+    def scatter(self, x: Tensors, root: int = 0, *, out: Optional[Tensors] = None,
+                group_size: int = 0) -> Tensors:
+        """Group rank ``root``'s ``x`` ([N, ...]; every rank passes a tensor of
+        that shape, only the root's is read) cut into rows: group rank i
+        gets rows chunk i (N // G each, one more for the first N % G ranks)
+        as [count_i, ...], bit for bit, any dtype, in ``out`` (allocated when
+        None). Returns ``out``. Local mode: lists of tensors."""
+        return self._run("scatter", (x, root), group_size, (out,))
 
-    def _op_broadcast(self, x, root, group_size):
-        """torch.ops.collgen.broadcast's work."""
-        dt = self._tensor(x, "x", None, op="broadcast")
-        out = torch.empty_like(x)
-        self._eager_broadcast(dt, x, out, root, group_size)
-        return out
-
-    def _local_broadcast(self, xs, root, outs, group_size):
-        self._lists(("x", xs), ("out", outs))
-        for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
-        outs = outs or [torch.empty_like(x) for x in xs]
-        for r, o in enumerate(outs):
-            self._tensor(o, f"out[{r}]", xs[0].dtype, xs[0].shape, self.devices[r], op="broadcast")
-        self._local_call(lambda streams: self._core.broadcast(
-            _arrays(xs), _arrays(outs), root, group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
-            stream=streams))
-        return outs
-    # ---- all_gather -----------------------------------------------------
-
-    def all_gather(self, x, *, out=None, shard_rows=None, group_size=0):
+    def all_gather(self, x: Tensors, *, out: Optional[Tensors] = None,
+                   shard_rows: Optional[Sequence[int]] = None, group_size: int = 0) -> Tensors:
         """The shards ``x`` ([rows, ...], any dtype; equal but for the first
         dimension, which may be 0) of this rank's group, concatenated in
         group-rank order: [sum of rows, ...], bit for bit. ``out``: the
         gathered tensor to write (allocated when None; ``x`` may be its own
         slice of it: in place). ``shard_rows``: every rank's rows (default:
-        all equal to this rank's). Returns the gathered tensor. Local mode:
-        lists of tensors."""
-        if self.rank is None:
-            return self._local_all_gather(x, out, group_size)
-        self._tensor(x, "x", None, op="all_gather")
-        if x.dim() < 1:
-            raise ValueError("x: all_gather needs a tensor of at least one dimension")
-        rows = self._shard_rows(shard_rows, x.shape[0])
-        if _is_compiling():
-            r = torch.ops.collgen.all_gather(x, rows, self.handle, group_size)
-            return out.copy_(r) if out is not None else r
-        return self._eager_all_gather(x, out, rows, group_size)
+        all equal to this rank's; local mode: each shard's own). Returns the
+        gathered tensor. Local mode: lists of tensors."""
+        return self._run("all_gather", (x, shard_rows), group_size, (out,))
 
-    def _eager_all_gather(self, x, out, rows, group_size):
-        dt = self._tensor(x, "x", None, op="all_gather")
-        shape = (self._group_rows(rows, group_size),) + tuple(x.shape[1:])
-        if out is None:
-            out = torch.empty(shape, dtype=x.dtype, device=self.device)
-        else:
-            self._tensor(out, "out", x.dtype, shape, op="all_gather")
-        arrays = [_DIMS[x.dim()](r, *x.shape[1:]) for r in rows]
-        shapes = (POINTER(c_int64) * len(arrays))(*arrays)
-        self._fail(lib.collgen_rank_all_gather(self._h, dt, x.dim(), shapes, x.data_ptr(),
-                                               out.data_ptr(), c_int_arg(group_size, "group_size"),
-                                               self._stream()))
-        return out
-
-    def _op_all_gather(self, x, shard_rows, group_size):
-        """torch.ops.collgen.all_gather's work."""
-        return self._eager_all_gather(x, None, list(shard_rows), group_size)
-
-    def _local_all_gather(self, xs, outs, group_size):
-        self._lists(("x", xs), ("out", outs))
-        x0 = xs[0]
-        for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", x0.dtype, None, self.devices[r], op="all_gather")
-            if x.dim() < 1 or x.shape[1:] != x0.shape[1:]:
-                raise ValueError(f"x[{r}] has shape {tuple(x.shape)}; every shard needs the "
-                                 f"shape [rows, {', '.join(map(str, x0.shape[1:]))}]")
-        rows = [x.shape[0] for x in xs]
-        if outs is None:
-            outs = [torch.empty((self._group_rows(rows, group_size, r),) + tuple(x0.shape[1:]),
-                                dtype=x0.dtype, device=d) for r, d in enumerate(self.devices)]
-        self._local_call(lambda streams: self._core.all_gather(
-            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[x0.dtype],
-            stream=streams))
-        return outs
-
-    # ---- reduce_scatter -------------------------------------------------
-
-    def _scatter_shape(self, shape, group_size, rank):
-        """The shape of `rank`'s chunk of a [N, ...] tensor: [count, ...]."""
-        g = c_int_arg(group_size, "group_size") or self.nranks
-        if g <= 0 or self.nranks % g:
-            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
-        if len(shape) < 1:
-            raise ValueError("reduce_scatter needs at least one dimension (the rows)")
-        return (_core.scatter_chunk(shape[0], g, rank % g)[1],) + tuple(shape[1:])
-
-    def reduce_scatter(self, x, *, out=None, group_size=0):
+    def reduce_scatter(self, x: Tensors, *, out: Optional[Tensors] = None,
+                       group_size: int = 0) -> Tensors:
         """The sum of ``x`` ([N, ...], the same shape on every rank) over each
         group of ``group_size`` ranks (0: all); group rank i gets rows chunk
         i (N // G each, one more for the first N % G ranks) as [count_i,
         ...], allreduce's bits for those rows, into ``out`` (allocated when
         None; must not overlap ``x``). Returns ``out``. Local mode: lists."""
-        if self.rank is None:
-            return self._local_reduce_scatter(x, out, group_size)
-        if _is_compiling():
-            r = torch.ops.collgen.reduce_scatter(x, self.handle, group_size)
-            return out.copy_(r) if out is not None else r
-        dt = self._tensor(x, "x", None)
-        shape = self._scatter_shape(x.shape, group_size, self.rank)
-        if out is None:
-            out = torch.empty(shape, dtype=x.dtype, device=x.device)
-        else:
-            self._tensor(out, "out", x.dtype, torch.Size(shape))
-        self._eager_reduce_scatter(dt, x, out, group_size)
-        return out
+        return self._run("reduce_scatter", (x,), group_size, (out,))
 
-    def _eager_reduce_scatter(self, dt, x, out, group_size):
-        self._fail(lib.collgen_rank_reduce_scatter_sum(
-            self._h, dt, x.dim(), self._dims(x.shape), x.data_ptr(), out.data_ptr(),
-            c_int_arg(group_size, "group_size"), self._stream()))
-
-    def _op_reduce_scatter(self, x, group_size):
-        """torch.ops.collgen.reduce_scatter's work."""
-        dt = self._tensor(x, "x", None)
-        out = x.new_empty(self._scatter_shape(x.shape, group_size, self.rank))
-        self._eager_reduce_scatter(dt, x, out, group_size)
-        return out
-
-    def _local_reduce_scatter(self, xs, outs, group_size):
-        self._lists(("x", xs), ("out", outs))
-        for r, x in enumerate(xs):
-            self._tensor(x, f"x[{r}]", xs[0].dtype, xs[0].shape, self.devices[r])
-        shapes = [self._scatter_shape(xs[0].shape, group_size, r) for r in range(self.nranks)]
-        outs = outs or [torch.empty(s, dtype=xs[0].dtype, device=d)
-                        for s, d in zip(shapes, self.devices)]
-        for r, o in enumerate(outs):
-            self._tensor(o, f"out[{r}]", xs[0].dtype, torch.Size(shapes[r]), self.devices[r])
-        self._local_call(lambda streams: self._core.reduce_scatter(
-            _arrays(xs), _arrays(outs), group_size=group_size, dtype=_NAME_OF[xs[0].dtype],
-            stream=streams))
-        return outs
-
-    # ---- reduce_scatter_rmsnorm -------------------------------------------
-
-    def _chunk_rows(self, rows, group_size, rank=None):
-        """Rows of ``rank``'s chunk (default: this rank) of x's rows;
-        ValueError when group_size does not divide the ranks."""
-        g = c_int_arg(group_size, "group_size") or self.nranks
-        if g <= 0 or self.nranks % g:
-            raise ValueError(f"group_size: {group_size} does not divide the {self.nranks} ranks")
-        return _core.scatter_chunk(rows, g, (self.rank if rank is None else rank) % g)[1]
-
-    def reduce_scatter_rmsnorm(self, x, weight, residual=None, eps=1e-6, *, weight_offset=0.0,
-                               fp8=None, residual_out=None, group_size=0):
+    def reduce_scatter_rmsnorm(self, x: Tensors, weight: Tensors,
+                               residual: Optional[Tensors] = None, eps: float = 1e-6, *,
+                               weight_offset: float = 0.0, fp8: Union[None, str, float] = None,
+                               residual_out: Optional[Tensors] = None,
+                               group_size: int = 0) -> Tuple[Tensors, ...]:
         """Sequence parallelism: every rank holds ``x`` [rows, cols]; group
         rank i gets chunk i of the rows summed over the group, plus
         ``residual`` (optional, [count_i, cols]), as ``residual_out``, and
@@ -743,77 +803,6 @@ class Communicator:
         ``fp8="dynamic"`` also ``scales`` (float32 [count_i]); ``fp8=<float>``
         is one static scale. ``residual_out=residual`` updates it in place.
         Local mode: lists of per-rank tensors (residual None or a list)."""
-        static = self._fp8_arg(fp8)
-        if not self.is_local and _is_compiling():
-            if static is None:
-                out = torch.ops.collgen.reduce_scatter_rmsnorm(
-                    x, residual, weight, eps, weight_offset, self.handle, group_size)
-            else:
-                out = torch.ops.collgen.reduce_scatter_rmsnorm_fp8(
-                    x, residual, weight, eps, weight_offset, static, self.handle, group_size)
-                out = out if fp8 == "dynamic" else out[:2]
-            if residual_out is not None:
-                residual_out.copy_(out[1])
-                out = (out[0], residual_out) + tuple(out[2:])
-            return out
-        return self._eager_rs_norm(x, residual, weight, eps, weight_offset, residual_out, static,
-                                   group_size, fp8 == "dynamic")
-
-    def _eager_rs_norm(self, xs, residuals, weights, eps, weight_offset, residual_outs, static,
-                       group_size, dynamic_out):
-        """Both modes: lists of one tensor per rank (local) or this rank's."""
-        one = not self.is_local
-        if one:
-            xs, weights = [xs], [weights]
-            residuals = None if residuals is None else [residuals]
-            residual_outs = None if residual_outs is None else [residual_outs]
-        else:
-            self._lists(("x", xs), ("residual", residuals), ("weight", weights),
-                        ("residual_out", residual_outs))
-        x0 = xs[0]
-        self._norm_input(x0, "x")
-        cols = x0.shape[-1]
-        rows = x0.numel() // cols if cols else 0
-        ranks = [self.rank] if one else range(self.nranks)
-        devices = [self.device] if one else self.devices
-        counts = [self._chunk_rows(rows, group_size, r) for r in ranks]
-        for k, (r, d) in enumerate(zip(ranks, devices)):
-            self._tensor(xs[k], f"x[{r}]", x0.dtype, x0.shape, d)
-            self._tensor(weights[k], f"weight[{r}]", x0.dtype, (cols,), d)
-            for name, ts in (("residual", residuals), ("residual_out", residual_outs)):
-                if ts is not None:
-                    self._tensor(ts[k], f"{name}[{r}]", x0.dtype, (counts[k], cols), d)
-        res_out = residual_outs or [x0.new_empty((n, cols), device=d)
-                                    for n, d in zip(counts, devices)]
-        ndt = x0.dtype if static is None else FP8_DTYPE
-        normed = [torch.empty((n, cols), dtype=ndt, device=d) for n, d in zip(counts, devices)]
-        dynamic = static == 0.0
-        scales = [torch.empty((n,), dtype=torch.float32, device=d)
-                  for n, d in zip(counts, devices)] if dynamic else None
-        fp8_arg = None if static is None else ("dynamic" if dynamic else static)
-
-        def call(streams):
-            pick = (lambda v: None if v is None else v[0]) if one else (lambda v: v)
-            self._core.reduce_scatter_rmsnorm(
-                pick(_arrays(xs)), pick(_arrays(weights)), pick(_arrays(normed)),
-                pick(_arrays(res_out)), eps, residual=pick(_arrays(residuals)),
-                weight_offset=weight_offset, fp8=fp8_arg, scales=pick(_arrays(scales)),
-                group_size=group_size, dtype=_NAME_OF[x0.dtype], stream=streams)
-
-        if one:
-            call(self._stream())
-        else:
-            self._local_call(call)
-        out = (normed, res_out) + ((scales,) if dynamic and dynamic_out else ())
-        return tuple(v[0] for v in out) if one else out
-
-    def _op_reduce_scatter_rmsnorm(self, x, residual, weight, eps, weight_offset, group_size,
-                                   static=None):
-        """torch.ops.collgen.reduce_scatter_rmsnorm's work (and, with
-        ``static``, the _fp8 form's: normed, residual_out, scales, empty
-        for a static scale)."""
-        out = self._eager_rs_norm(x, residual, weight, eps, weight_offset, None, static,
-                                  group_size, static is not None)
-        if static is not None and len(out) == 2:
-            out = out + (x.new_empty((0,), dtype=torch.float32),)
-        return out
+        return self._run(
+            "reduce_scatter_rmsnorm", (x, residual, weight, eps, weight_offset), group_size,
+            (None, residual_out), fp8)

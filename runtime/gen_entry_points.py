@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Writes runtime/op_entry_points.c: the definition of every op's public
+entry point (collgen_<op>, collgen_rank_<op> and their _fp8 forms), each a
+collgen_call_t built from its arguments and run by collgen_run or the
+per-rank path.
+
+  python3 runtime/gen_entry_points.py          # rewrite the file
+  python3 runtime/gen_entry_points.py --check  # exit 1 if it is stale
+
+The declarations in src/collgen.h, with their contract comments, are the
+source: an entry point is a COLLGEN_API function named collgen_[rank_]<op>
+[_fp8] for an op of COLLGEN_OP_MAP. Each parameter is read by its name and
+type: comm, dtype, rank (the tensor rank), shapes / shard_shapes (every
+rank's) or shape (one for every rank), group_size, streams / stream; a
+pointer is a buffer of the op's role of that name, a number a scalar of
+that name (ALIASES maps the header's names to the catalog's). The roles and
+scalars are indexed through the catalog's own enums (COLLGEN_ROLES_<NAME>,
+COLLGEN_SCALARS_<NAME> of src/catalog.h), so a name the catalog lacks
+fails to compile. tests/abi/test_entry_points.py fails when the file is not
+what this writes now. Standard library only.
+"""
+
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+HEADER = os.path.join(REPO, "src", "collgen.h")
+OUTPUT = os.path.join(HERE, "op_entry_points.c")
+
+# Header parameter name -> catalog role or scalar id, where they differ.
+ALIASES = {"inputs": "input", "outputs": "output", "out_normed": "normed",
+           "out_residual": "residual", "gammas": "gamma", "mode": "fp8"}
+FIXED = {"comm", "c", "dtype", "rank", "shapes", "shard_shapes", "shape", "group_size",
+         "streams", "stream"}
+
+
+def op_ids(text):
+    """The op ids of COLLGEN_OP_MAP, in order."""
+    body = text[text.index("#define COLLGEN_OP_MAP(XX)"):]
+    body = body[:body.index("\n\n")]
+    return re.findall(r"XX\(\s*[A-Z0-9_]+\s*,\s*\d+\s*,\s*([a-z0-9_]+)\s*,", body)
+
+
+def entry_points(text):
+    """[(name, op, per_rank, [(type, param)])] of the header's entry points."""
+    ops = op_ids(text)
+    bare = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    out = []
+    for m in re.finditer(r"COLLGEN_API\s+int\s+(collgen_\w+)\s*\(([^;]*)\)\s*;", bare):
+        name, params = m.group(1), " ".join(m.group(2).split())
+        stem = name[len("collgen_"):]
+        per_rank = stem.startswith("rank_")
+        stem = stem[len("rank_"):] if per_rank else stem
+        stem = stem[:-len("_fp8")] if stem.endswith("_fp8") else stem
+        if stem not in ops:
+            continue
+        args = []
+        for p in params.split(","):
+            p = p.strip()
+            pm = re.match(r"(.*?)(\w+)$", p)
+            args.append((pm.group(1).strip(), pm.group(2)))
+        out.append((name, stem, per_rank, args))
+    return out
+
+
+def render_one(name, op, per_rank, args):
+    """The C definition of one entry point."""
+    NAME = op.upper()
+    comm = args[0][1]
+    sig = ",\n    ".join(f"{t}{n}" if t.endswith("*") else f"{t} {n}" for t, n in args)
+    roles, scalars, shape_arg = [], [], None
+    fields = [f".op = COLLGEN_OP_{NAME}"]
+    for t, n in args[1:]:
+        if n == "dtype":
+            fields.append(".dtype = dtype")
+        elif n == "rank":
+            fields.append(".tensor_rank = rank")
+        elif n == "group_size":
+            fields.append(".group_size = group_size")
+        elif n in ("shapes", "shard_shapes"):
+            fields.append(f".shapes = {n}")
+        elif n == "shape":
+            shape_arg = n
+        elif n == "streams":
+            fields.append(".streams = streams")
+        elif n == "stream":
+            fields.append(".stream = stream")
+        elif "*" in t:
+            roles.append((t, n, ALIASES.get(n, n)))
+        else:
+            scalars.append((n, ALIASES.get(n, n)))
+    lines = [f"int {name}(\n    {sig}) {{",
+             f"  enum {{ COLLGEN_ROLES_{NAME}(COLLGEN_ROLE_ENUM) }};"]
+    if scalars:
+        lines.append(f"  enum {{ COLLGEN_SCALARS_{NAME}(COLLGEN_SCALAR_ENUM) }};")
+    lines.append("  collgen_call_t call = {\n      " + ",\n      ".join(fields) + "};")
+    for t, n, role in roles:
+        if per_rank:
+            lines.append(f"  call.mine[ROLE_{role}] = {n};")
+        else:
+            cast = "" if t.startswith("const void *const *") else "(const void *const *)"
+            lines.append(f"  call.buffers[ROLE_{role}] = {cast}{n};")
+    for n, sc in scalars:
+        lines.append(f"  call.scalars[SCALAR_{sc}] = {n};")
+    if not per_rank:
+        lines.append(f"  return collgen_run({comm}, &call);")
+    elif shape_arg:
+        lines.append(f"  return collgen__rank_run_call({comm}, &call, {shape_arg});")
+    else:
+        lines.append(f"  return collgen_rank_run({comm}, &call);")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def render(header_text):
+    """The text of runtime/op_entry_points.c for this header."""
+    head = """/*
+** op_entry_points.c -- GENERATED by runtime/gen_entry_points.py from the
+** declarations of src/collgen.h: do not edit. Every op's public entry
+** point, as a collgen_call_t run by collgen_run (one process, every rank)
+** or the per-rank path (one process per GPU). The contract of each is its
+** comment in src/collgen.h; the roles and scalars are the catalog's
+** (src/catalog.h), indexed through its enums.
+*/
+#include "op_runtime.h"
+"""
+    bodies = [render_one(*e) for e in entry_points(header_text)]
+    return head + "\n" + "\n\n".join(bodies) + "\n"
+
+
+def main(argv=None):
+    sys.path.insert(0, os.path.join(REPO, "python", "tools"))
+    import gen_abi  # the generators' one command line
+    return gen_abi.run(argv, render, OUTPUT, "runtime/gen_entry_points.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
