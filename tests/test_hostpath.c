@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1314,6 +1315,80 @@ Test(hostpath, reduce_scatter_rmsnorm_launches_each_rank_on_its_chunk) {
   for (int r = 0; r < 3; ++r) {
     cr_expect(all_poison(x[r], ROWS * ROW_BYTES), "the fake driver runs no kernel");
     free(x[r]), free(res[r]), free(normed[r]), free(q[r]), free(scales[r]), free(gamma[r]);
+  }
+  collgen_comm_destroy(c);
+}
+
+/* collgen_run is the entry points' call: a broadcast built by hand
+** launches what collgen_broadcast launches, and scalars that are not
+** values of the op (a fractional or out-of-range root, a NaN eps, an FP8
+** mode not in the catalog) or a role the mode does not write are refused
+** naming them, before anything is launched or written. */
+Test(hostpath, collgen_run_is_the_entry_points_call_and_checks_scalars) {
+  setenv("FAKE_CUDA_DEVICES", "2", 1);
+  collgen_comm_t *c = make_comm(2);
+  int64_t shape[1] = {1000};
+  const int64_t *shapes[2] = {shape, shape};
+  void *in[2] = {poisoned(2000), poisoned(2000)}, *out[2] = {poisoned(2000), poisoned(2000)};
+  uint64_t seed = tu_rand() | 1;
+  for (int r = 0; r < 2; ++r) collgen__ref_fill_random(COLLGEN_DTYPE_BF16, in[r], 1000, &seed);
+  collgen_stream_t streams[2];
+  make_streams(c, streams);
+  collgen_call_t call;
+  memset(&call, 0, sizeof call);
+  call.op = COLLGEN_OP_BROADCAST;
+  call.dtype = COLLGEN_DTYPE_BF16;
+  call.tensor_rank = 1;
+  call.shapes = shapes;
+  call.buffers[0] = (const void *const *)in;
+  call.buffers[1] = (const void *const *)out;
+  call.scalars[0] = 1; /* root */
+  call.streams = streams;
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_run(c, &call), COLLGEN_OK, "%s", collgen_comm_last_error(c));
+  cr_expect_eq(stats->launches, 2);
+  const fake_cuda_launch_t first = stats->log[0];
+  memset(stats, 0, sizeof *stats);
+  cr_assert_eq(collgen_broadcast(c, COLLGEN_DTYPE_BF16, 1, shapes, (const void *const *)in, out,
+                                 1, 0, streams), COLLGEN_OK);
+  cr_expect_eq(stats->launches, 2);
+  cr_expect_str_eq(stats->log[0].kernel, first.kernel);
+  cr_expect_eq(memcmp(&stats->log[0].params, &first.params, sizeof first.params), 0,
+               "the same kernel parameters");
+  static const struct {
+    collgen_op_t op;
+    double scalars[4];
+    const char *why;
+  } bad[] = {
+      {COLLGEN_OP_BROADCAST, {0.5}, "root must be an integer, got 0.5"},
+      {COLLGEN_OP_BROADCAST, {2}, "root 2 is not a group rank (0..1)"},
+      {COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, {NAN}, "eps must be finite and >= 0"},
+      {COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, {1e-6, 0, 9}, "FP8 mode 9"},
+      {COLLGEN_OP_ALLREDUCE_RESIDUAL_RMSNORM, {1e-6, 0, 0, 2.0},
+       "static_scale must be 0 with FP8 mode none"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    static const int64_t rows_cols[2] = {10, 100}; /* the norm op's [rows, cols] */
+    const int64_t *norm_shapes[2] = {rows_cols, rows_cols};
+    collgen_call_t b = call;
+    b.op = bad[i].op;
+    if (b.op != COLLGEN_OP_BROADCAST) {
+      b.tensor_rank = 2;
+      b.shapes = norm_shapes;
+    }
+    memcpy(b.scalars, bad[i].scalars, sizeof b.scalars);
+    memset(stats, 0, sizeof *stats);
+    cr_expect_eq(collgen_run(c, &b), COLLGEN_ERR_INVALID_ARG, "%s", bad[i].why);
+    cr_expect(strstr(collgen_comm_last_error(c), bad[i].why), "%s: %s", bad[i].why,
+              collgen_comm_last_error(c));
+    cr_expect_eq(stats->launches + stats->copies, 0);
+  }
+  cr_expect_eq(collgen_run(c, NULL), COLLGEN_ERR_INVALID_ARG);
+  cr_expect(strstr(collgen_last_error(), "call is NULL"));
+  cr_expect_eq(collgen_rank_run(c, &call), COLLGEN_ERR_INVALID_ARG, "rank_run on comm_create");
+  for (int r = 0; r < 2; ++r) {
+    free(in[r]);
+    free(out[r]);
   }
   collgen_comm_destroy(c);
 }
