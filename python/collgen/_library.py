@@ -25,8 +25,8 @@ import threading
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 _SONAMES = ("libcollgen.so.0", "libcollgen.so")
-_TABLES = ("status", "op", "op_computes", "dtype", "dtype_reduces", "fp8", "transport",
-           "rank_state", "struct", "constant")
+_TABLES = ("status", "op", "op_computes", "op_role", "op_scalar", "dtype", "dtype_reduces",
+           "fp8", "transport", "rank_state", "struct", "constant")
 
 
 class LibraryNotFound(ImportError):

@@ -12,7 +12,7 @@ cannot be loaded.
 from typing import Any, Dict, FrozenSet, Mapping, TypeVar
 
 __all__ = ["OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
-           "COPY_ONLY_DTYPES", "MOVES_BITS", "dtype_bytes", "lookup"]
+           "COPY_ONLY_DTYPES", "MOVES_BITS", "ROLES", "SCALARS", "dtype_bytes", "lookup"]
 
 # The tables, bound by _load() at the first access (the library's first use).
 OPS: Dict[str, int]
@@ -28,11 +28,25 @@ COPY_ONLY_DTYPES: FrozenSet[str]
 # Per op: True for an op that only moves bits (it takes the copy-only
 # dtypes too), False for one that computes on elements.
 MOVES_BITS: Dict[str, bool]
+# Per op: its buffer roles and scalar arguments, name -> index in
+# collgen_call_t's buffers[] / scalars[] (catalog tables op_role, op_scalar).
+ROLES: Dict[str, Dict[str, int]]
+SCALARS: Dict[str, Dict[str, int]]
 _DTYPE_BYTES: Dict[str, int]
 
 
 _TABLES = ("OPS", "DTYPES", "FP8_MODES", "TRANSPORTS", "RANK_STATES", "STATUSES", "CONSTANTS",
-           "COPY_ONLY_DTYPES", "MOVES_BITS", "_DTYPE_BYTES")
+           "COPY_ONLY_DTYPES", "MOVES_BITS", "ROLES", "SCALARS", "_DTYPE_BYTES")
+
+
+def _per_op(rows: Any, ops: Mapping[int, str]) -> Dict[str, Dict[str, int]]:
+    """{op: {name: index}} of a table of one row per (op, name), each op's
+    rows in its order."""
+    out: Dict[str, Dict[str, int]] = {name: {} for name in ops.values()}
+    for e in rows:
+        names = out[ops[e.value]]
+        names[e.name] = len(names)
+    return out
 
 
 def _load() -> None:
@@ -49,6 +63,9 @@ def _load() -> None:
         _DTYPE_BYTES={e.name: e.detail for e in catalog["dtype"]},
         COPY_ONLY_DTYPES=frozenset(e.name for e in catalog["dtype_reduces"] if not e.detail),
         MOVES_BITS={e.name: not e.detail for e in catalog["op_computes"]})
+    by_value = {e.value: e.name for e in catalog["op"]}
+    globals().update(ROLES=_per_op(catalog["op_role"], by_value),
+                     SCALARS=_per_op(catalog["op_scalar"], by_value))
 
 
 def __getattr__(name: str) -> Any:

@@ -25,9 +25,10 @@ import threading
 from ctypes import POINTER, byref, c_float, c_int, c_int64, c_void_p
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ._abi import ALLGATHER_FN, CommHealth, CommInfo, CommOptions, Shape, lib
+from ._abi import ALLGATHER_FN, Call, CommHealth, CommInfo, CommOptions, Shape, lib
 from .buffers import Buffer, Buffers, Shape as ShapeArg, Streams
 from .buffers import c_int64_arg, c_int_arg, int_in_c_range, view
+from . import catalog as _catalog
 from .catalog import DTYPES, FP8_MODES, OPS, RANK_STATES, TRANSPORTS, dtype_bytes, lookup
 from .errors import InvalidArgument, check, last_error
 from .unique_id import UniqueId
@@ -351,8 +352,38 @@ class Communicator:
 
     @staticmethod
     def _shape_arrays(views, ndim):
-        arrays = [(c_int64 * max(1, ndim))(*v.shape) for v in views]
-        return arrays, (POINTER(c_int64) * len(arrays))(*arrays)
+        """One ctypes dims array per view (the shapes _run_op passes)."""
+        return [(c_int64 * max(1, ndim))(*v.shape) for v in views]
+
+    def _run_op(self, op, dt, ndim, shapes, buffers, scalars, group_size, streams):
+        """The one call of every op: a collgen_call_t run by collgen_run
+        (one process, every rank) or collgen_rank_run (this rank).
+        ``shapes``: one ctypes dims array per rank, or (one process per GPU,
+        ranks of one shape) this rank's alone; ``buffers``: {role: the
+        pointers of every rank, or this rank's one}, ``scalars``: {name:
+        value}, both named as the catalog names the op's roles and scalars
+        (catalog.ROLES, catalog.SCALARS). Returns the status."""
+        call = Call()
+        call.op, call.dtype, call.tensor_rank, call.group_size = OPS[op], dt, ndim, group_size
+        if len(shapes) != self.nranks:
+            shapes = shapes * self.nranks
+        call.shapes = (POINTER(c_int64) * len(shapes))(*shapes)
+        roles, names = _catalog.ROLES[op], _catalog.SCALARS[op]
+        keep = []   # the pointer arrays live until the call returns
+        for role, ptrs in buffers.items():
+            if self.is_local:
+                keep.append(_ptrs([p or 0 for p in ptrs]))
+                call.buffers[roles[role]] = ctypes.cast(keep[-1], POINTER(c_void_p))
+            else:
+                call.mine[roles[role]] = ptrs[0] or None
+        for name, value in scalars.items():
+            call.scalars[names[name]] = value
+        if self.is_local:
+            keep.append(_ptrs(streams))
+            call.streams = ctypes.cast(keep[-1], POINTER(c_void_p))
+            return lib.collgen_run(self._ptr(), byref(call))
+        call.stream = streams[0] or None
+        return lib.collgen_rank_run(self._ptr(), byref(call))
 
     def all_reduce(self, input: Buffers, output: Buffers, *, group_size: int = 0,
                    stream: Streams = None, dtype: Optional[str] = None,
@@ -366,13 +397,10 @@ class Communicator:
         g = c_int_arg(group_size, "group_size")
         streams = self._streams(stream)
         ndim = self._same_ndim(ins, "input")
-        arrays, sp = self._shape_arrays(ins, ndim)
-        if self.is_local:
-            rc = lib.collgen_allreduce_sum(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
-                                           _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_allreduce_sum(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
-                                                outs[0].ptr, g, streams[0])
+        arrays = self._shape_arrays(ins, ndim)
+        rc = self._run_op("allreduce_sum", dt, ndim, arrays,
+                          {"input": [v.ptr for v in ins], "output": [v.ptr for v in outs]}, {},
+                          g, streams)
         self._check(rc)
 
     def reduce_scatter(self, input: Buffers, output: Buffers, *, group_size: int = 0,
@@ -391,14 +419,10 @@ class Communicator:
         size = [self._chunk_bytes(v, name, g, r) for v, r in zip(ins, me)]
         outs = self._views(output, "output", name, (), True, size)
         streams = self._streams(stream)
-        arrays, sp = self._shape_arrays(ins, ndim)
-        if self.is_local:
-            rc = lib.collgen_reduce_scatter_sum(self._ptr(), dt, ndim, sp,
-                                                _ptrs([v.ptr for v in ins]),
-                                                _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_reduce_scatter_sum(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
-                                                     outs[0].ptr, g, streams[0])
+        arrays = self._shape_arrays(ins, ndim)
+        rc = self._run_op("reduce_scatter_sum", dt, ndim, arrays,
+                          {"input": [v.ptr for v in ins], "output": [v.ptr for v in outs]}, {},
+                          g, streams)
         self._check(rc)
 
     def _chunk_bytes(self, v, dtype_name, group_size, rank):
@@ -453,11 +477,11 @@ class Communicator:
                                 "from its own shape")
             ndim = self._same_ndim(shards, "shard")
             rows = [v.numel // v.shape[-1] if v.shape and v.shape[-1] else 0 for v in shards]
-            arrays, sp = self._shape_arrays(shards, ndim)
+            arrays = self._shape_arrays(shards, ndim)
         else:
             rows = self._shard_rows(shard_rows, shards[0].numel // cols if cols else 0)
             ndim = 2
-            arrays, sp = self._shape_arrays([_Dims((r, cols)) for r in rows], 2)
+            arrays = self._shape_arrays([_Dims((r, cols)) for r in rows], 2)
         me = range(self.nranks) if self.is_local else [self.rank]
         own_cols = [v.shape[-1] if v.shape else 0 for v in shards]   # differ: refused below
         out_bytes = [self._group_rows(rows, g, r) * c * b for r, c in zip(me, own_cols)]
@@ -466,15 +490,10 @@ class Communicator:
         res = self._views(residual, "residual", name, (), True, out_bytes)
         streams = self._streams(stream)
         wo = float(weight_offset)
-        if self.is_local:
-            rc = lib.collgen_allgather_rmsnorm(
-                self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in shards]),
-                _ptrs([v.ptr for v in nrm]), _ptrs([v.ptr for v in res]),
-                _ptrs([v.ptr for v in gam]), float(eps), wo, g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_allgather_rmsnorm(
-                self._ptr(), dt, ndim, sp, shards[0].ptr, nrm[0].ptr, res[0].ptr, gam[0].ptr,
-                float(eps), wo, g, streams[0])
+        rc = self._run_op("allgather_rmsnorm", dt, ndim, arrays,
+                          {"input": [v.ptr for v in shards], "normed": [v.ptr for v in nrm],
+                           "residual": [v.ptr for v in res], "gamma": [v.ptr for v in gam]},
+                          {"eps": float(eps), "weight_offset": wo}, g, streams)
         self._check(rc)
 
     def fused_add_rmsnorm(self, x: Buffers, residual: Buffers, weight: Buffers, normed: Buffers,
@@ -549,32 +568,24 @@ class Communicator:
                           full if mode is None else [k * cols for k in out_rows])
         sc = self._views(scales, "scales", "f32", (), True, [k * 4 for k in out_rows]) \
             if mode == FP8_MODES["dynamic"] else [None] * n
-        arrays, sp = self._shape_arrays(xs, ndim)
+        arrays = self._shape_arrays(xs, ndim)
         streams = self._streams(stream)
         eps, wo = float(eps), float(weight_offset)
 
         def ptrs(vs):
             return [0 if v is None else v.ptr for v in vs]
 
-        fn = getattr(lib, f"collgen_{op}" if self.is_local else f"collgen_rank_{op}")
-        fn_fp8 = getattr(lib, f"collgen_{op}_fp8" if self.is_local else f"collgen_rank_{op}_fp8")
-        if mode is None and self.is_local:
-            rc = fn(self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)), _ptrs(ptrs(nrm)),
-                    _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo, g, _ptrs(streams))
-        elif mode is None:
-            rc = fn(self._ptr(), dt, ndim, arrays[0], xs[0].ptr, ptrs(res)[0], nrm[0].ptr,
-                    out_res[0].ptr, gam[0].ptr, eps, wo, g, streams[0])
-        elif self.is_local:
-            # Static: no row_scales array at all (NULL), as the library requires.
-            fscales = None if mode == FP8_MODES["static"] else (POINTER(c_float) * n)(
-                *[ctypes.cast(p, POINTER(c_float)) for p in ptrs(sc)])
-            rc = fn_fp8(self._ptr(), dt, ndim, sp, _ptrs(ptrs(xs)), _ptrs(ptrs(res)),
-                        _ptrs(ptrs(nrm)), fscales, _ptrs(ptrs(out_res)), _ptrs(ptrs(gam)), eps, wo,
-                        mode, static, g, _ptrs(streams))
+        buffers = {"x": ptrs(xs), "residual_in": ptrs(res), "residual_out": ptrs(out_res),
+                   "gamma": ptrs(gam)}
+        if mode is None:
+            buffers["normed"] = ptrs(nrm)
         else:
-            rc = fn_fp8(self._ptr(), dt, ndim, arrays[0], xs[0].ptr, ptrs(res)[0], nrm[0].ptr,
-                        ctypes.cast(ptrs(sc)[0], POINTER(c_float)), out_res[0].ptr, gam[0].ptr,
-                        eps, wo, mode, static, g, streams[0])
+            buffers["normed_fp8"] = ptrs(nrm)
+            if mode == FP8_MODES["dynamic"]:   # static: no row_scales at all (NULL)
+                buffers["row_scales"] = ptrs(sc)
+        rc = self._run_op(op, dt, ndim, arrays, buffers,
+                          {"eps": eps, "weight_offset": wo, "fp8": mode or 0,
+                           "static_scale": static}, g, streams)
         self._check(rc)
 
     def all_gather(self, shard: Buffers, output: Buffers, *,
@@ -598,22 +609,19 @@ class Communicator:
                                 "from its own shape")
             ndim = self._same_ndim(shards, "shard")
             rows = [v.shape[0] if v.shape else 0 for v in shards]
-            arrays, sp = self._shape_arrays(shards, ndim)
+            arrays = self._shape_arrays(shards, ndim)
         else:
             inner = tuple(shards[0].shape[1:])
             rows = self._shard_rows(shard_rows, shards[0].shape[0] if shards[0].shape else 0)
             ndim = max(1, len(shards[0].shape))
-            arrays, sp = self._shape_arrays([_Dims((r,) + inner) for r in rows], ndim)
+            arrays = self._shape_arrays([_Dims((r,) + inner) for r in rows], ndim)
         row_bytes = [math.prod(v.shape[1:]) * b for v in shards]
         outs = self._views(output, "output", name, (), True,
                            [self._group_rows(rows, g, r) * rb for r, rb in zip(me, row_bytes)])
         streams = self._streams(stream)
-        if self.is_local:
-            rc = lib.collgen_all_gather(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in shards]),
-                                        _ptrs([v.ptr for v in outs]), g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_all_gather(self._ptr(), dt, ndim, sp, shards[0].ptr, outs[0].ptr,
-                                             g, streams[0])
+        rc = self._run_op("all_gather", dt, ndim, arrays,
+                          {"input": [v.ptr for v in shards], "output": [v.ptr for v in outs]}, {},
+                          g, streams)
         self._check(rc)
 
 
@@ -643,13 +651,10 @@ class Communicator:
         size = [self._chunk_bytes(v, name, g, r) for v, r in zip(ins, me)]
         outs = self._views(out_raw, "output", name, (), True, size)
         streams = self._streams(stream)
-        arrays, sp = self._shape_arrays(ins, ndim)
-        if self.is_local:
-            rc = lib.collgen_scatter(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
-                                     _ptrs([v.ptr for v in outs]), r0, g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_scatter(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
-                                          outs[0].ptr, r0, g, streams[0])
+        arrays = self._shape_arrays(ins, ndim)
+        rc = self._run_op("scatter", dt, ndim, arrays,
+                          {"input": [v.ptr for v in ins], "output": [v.ptr for v in outs]},
+                          {"root": r0}, g, streams)
         self._check(rc)
 
     def broadcast(self, input: Optional[Buffers], output: Buffers, root: int = 0, *,
@@ -673,13 +678,10 @@ class Communicator:
         ins = self._views(raw, "input", name, shape or outs[0].shape, False, size)
         streams = self._streams(stream)
         ndim = self._same_ndim(outs, "output")
-        arrays, sp = self._shape_arrays(outs, ndim)
-        if self.is_local:
-            rc = lib.collgen_broadcast(self._ptr(), dt, ndim, sp, _ptrs([v.ptr for v in ins]),
-                                       _ptrs([v.ptr for v in outs]), r0, g, _ptrs(streams))
-        else:
-            rc = lib.collgen_rank_broadcast(self._ptr(), dt, ndim, arrays[0], ins[0].ptr,
-                                            outs[0].ptr, r0, g, streams[0])
+        arrays = self._shape_arrays(outs, ndim)
+        rc = self._run_op("broadcast", dt, ndim, arrays,
+                          {"input": [v.ptr for v in ins], "output": [v.ptr for v in outs]},
+                          {"root": r0}, g, streams)
         self._check(rc)
 
 
