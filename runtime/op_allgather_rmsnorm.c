@@ -6,7 +6,6 @@
 ** gathered normed and residual outputs, gamma. No two may overlap where
 ** one is written. Scalars: eps and weight_offset (COLLGEN_SCALARS_NORM).
 */
-#include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 

@@ -12,9 +12,7 @@
 */
 #include <stdint.h>
 
-#include "dtype_convert.h"
 #include "op_runtime.h"
-#include "shape.h"
 
 enum { COLLGEN_ROLES_ALLREDUCE_RESIDUAL_RMSNORM(COLLGEN_ROLE_ENUM) };
 

@@ -17,6 +17,16 @@ typedef struct {
   const void *at[COLLGEN_MAX_ROLES][COLLGEN_MAX_DEVICES];
 } rank_buffers;
 
+/* How a per-rank call that does not fit half the staging area is cut:
+** `units` (elements or rows) in all, `piece` per call; role k's buffer
+** advances stride[k] bytes per unit (0: the same buffer for every piece,
+** as gamma); each piece has shape {len} (inner 0) or {len, inner}. Every
+** rank cuts alike, so the pieces give the bits of one call. */
+typedef struct {
+  int64_t units, piece, inner;
+  int64_t stride[COLLGEN_MAX_ROLES];
+} collgen__rank_pieces;
+
 static void point_roles(const collgen__op_runtime *rt, collgen__call *call, rank_buffers *rb,
                         int self, const void *const *mine, int64_t units,
                         const collgen__rank_pieces *p) {

@@ -12,7 +12,6 @@
 */
 #include <stdint.h>
 
-#include "dtype_convert.h"
 #include "op_runtime.h"
 #include "shape.h"
 

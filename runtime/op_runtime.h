@@ -289,16 +289,6 @@ int collgen__registered_input(collgen_comm_t *c, const collgen__op_runtime *rt,
 #define COLLGEN__PIECES_ROWS 2
 
 /* ---- The collgen_rank_* entry points (op_rank.c) ---- */
-/* How a per-rank call that does not fit half the staging area is cut:
-** `units` (elements or rows) in all, `piece` per call; role k's buffer
-** advances stride[k] bytes per unit (0: the same buffer for every piece,
-** as gamma); each piece has shape {len} (inner 0) or {len, inner}. Every
-** rank cuts alike, so the pieces give the bits of one call. */
-typedef struct {
-  int64_t units, piece, inner;
-  int64_t stride[COLLGEN_MAX_ROLES];
-} collgen__rank_pieces;
-
 /* Runs a collgen_rank_* call: `call` holds the op, dtype, tensor rank,
 ** scalars and group size; every rank holds `shape` (NULL: call->shapes is
 ** every rank's already); mine[k] is this rank's buffer of role k (NULL:
